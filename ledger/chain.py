@@ -1,0 +1,217 @@
+"""The per-stream hash chain: canonical encoding, hashing and verification (DESIGN §2).
+
+Each event's hash covers its identity, place, content and the previous hash in the same
+stream, so an edited or deleted row breaks the chain at that point. A history re-hashed end to
+end is consistent with itself; only a digest saved earlier (see `ledger.digest`) exposes it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+import orjson
+
+from ledger.errors import InvalidEventError
+
+
+def utc(moment: datetime) -> datetime:
+    """Aware UTC datetime; naive values (SQLite hands them back) are taken as UTC."""
+    if moment.tzinfo is None:
+        return moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC)
+
+
+def format_time(moment: datetime) -> str:
+    return utc(moment).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def normalize_data(data: Mapping[str, Any]) -> dict[str, Any]:
+    """JSON round trip: what is hashed is exactly what the database gives back."""
+    try:
+        normal: dict[str, Any] = orjson.loads(orjson.dumps(data))
+    except (TypeError, orjson.JSONEncodeError) as exc:
+        raise InvalidEventError(f"event data is not JSON: {exc}") from None
+    if b"\\u0000" in orjson.dumps(normal):
+        raise InvalidEventError("event data contains a NUL character")
+    return normal
+
+
+def event_hash(
+    *,
+    event_id: str,
+    stream_id: str,
+    stream_version: int,
+    type: str,
+    data: Mapping[str, Any],
+    code: str | None,
+    actor: str,
+    recorded_at: datetime,
+    prev_hash: str | None,
+) -> str:
+    canonical = orjson.dumps(
+        {
+            "event_id": event_id,
+            "stream_id": stream_id,
+            "stream_version": stream_version,
+            "type": type,
+            "data": data,
+            "code": code,
+            "actor": actor,
+            "recorded_at": format_time(recorded_at),
+            "prev_hash": prev_hash,
+        },
+        option=orjson.OPT_SORT_KEYS,
+    )
+    return hashlib.sha256(canonical).hexdigest()
+
+
+class ProblemKind(StrEnum):
+    HASH_MISMATCH = "hash_mismatch"  # the row's content no longer matches its hash
+    CHAIN_BROKEN = "chain_broken"  # prev_hash is not the previous event's hash
+    VERSION_GAP = "version_gap"  # a version is missing before this one (deleted row)
+    DIGEST_MISMATCH = "digest_mismatch"  # the event a digest names has another hash now
+    DIGEST_TRUNCATED = "digest_truncated"  # a stream ends before the version a digest names
+
+
+@dataclass(frozen=True)
+class Problem:
+    kind: ProblemKind
+    stream_id: str
+    stream_version: int
+    position: int | None
+    message: str
+
+
+@dataclass
+class VerifyReport:
+    events_checked: int = 0
+    streams_checked: int = 0
+    problems: list[Problem] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    @property
+    def first_problem(self) -> Problem | None:
+        """The problem at the lowest position (a truncation has none, so it comes last)."""
+        located = [p for p in self.problems if p.position is not None]
+        if located:
+            return min(located, key=lambda p: p.position or 0)
+        return self.problems[0] if self.problems else None
+
+
+@dataclass(frozen=True)
+class ChainLink:
+    """The fields of a stored event that verification reads."""
+
+    position: int
+    stream_id: str
+    stream_version: int
+    event_id: str
+    type: str
+    data: Mapping[str, Any]
+    code: str | None
+    actor: str
+    recorded_at: datetime
+    prev_hash: str | None
+    hash: str
+
+
+def verify_chain(
+    links: Iterable[ChainLink],
+    expected_heads: Mapping[str, tuple[int, str]] | None = None,
+) -> VerifyReport:
+    """Check every link in position order; with `expected_heads` (from a digest) also check
+    that each named stream still has that version with that hash."""
+    report = VerifyReport()
+    heads: dict[str, tuple[int, str]] = {}
+    for link in links:
+        report.events_checked += 1
+        _check_link(link, heads.get(link.stream_id), report)
+        heads[link.stream_id] = (link.stream_version, link.hash)
+        if expected_heads is not None:
+            _check_against_digest(link, expected_heads.get(link.stream_id), report)
+    report.streams_checked = len(heads)
+    if expected_heads is not None:
+        for stream_id, (version, _) in expected_heads.items():
+            seen = heads.get(stream_id, (0, ""))[0]
+            if seen < version:
+                report.problems.append(
+                    Problem(
+                        ProblemKind.DIGEST_TRUNCATED,
+                        stream_id,
+                        version,
+                        None,
+                        f"{stream_id} ends at version {seen}; the digest saw version {version}",
+                    )
+                )
+    return report
+
+
+def _check_link(link: ChainLink, head: tuple[int, str] | None, report: VerifyReport) -> None:
+    prev_version, prev_hash = head if head else (0, None)
+    where = f"{link.stream_id} v{link.stream_version} (position {link.position})"
+    if link.stream_version != prev_version + 1:
+        report.problems.append(
+            Problem(
+                ProblemKind.VERSION_GAP,
+                link.stream_id,
+                link.stream_version,
+                link.position,
+                f"{where}: follows version {prev_version}; an event is missing",
+            )
+        )
+    elif link.prev_hash != prev_hash:
+        report.problems.append(
+            Problem(
+                ProblemKind.CHAIN_BROKEN,
+                link.stream_id,
+                link.stream_version,
+                link.position,
+                f"{where}: prev_hash does not match the previous event's hash",
+            )
+        )
+    recomputed = event_hash(
+        event_id=link.event_id,
+        stream_id=link.stream_id,
+        stream_version=link.stream_version,
+        type=link.type,
+        data=link.data,
+        code=link.code,
+        actor=link.actor,
+        recorded_at=link.recorded_at,
+        prev_hash=link.prev_hash,
+    )
+    if recomputed != link.hash:
+        report.problems.append(
+            Problem(
+                ProblemKind.HASH_MISMATCH,
+                link.stream_id,
+                link.stream_version,
+                link.position,
+                f"{where}: content does not match its hash (edited)",
+            )
+        )
+
+
+def _check_against_digest(
+    link: ChainLink, expected: tuple[int, str] | None, report: VerifyReport
+) -> None:
+    if expected is None or expected[0] != link.stream_version or expected[1] == link.hash:
+        return
+    report.problems.append(
+        Problem(
+            ProblemKind.DIGEST_MISMATCH,
+            link.stream_id,
+            link.stream_version,
+            link.position,
+            f"{link.stream_id} v{link.stream_version} (position {link.position}): "
+            "hash differs from the digest (history rewritten)",
+        )
+    )

@@ -1,0 +1,71 @@
+"""Ledger digests: the head (version, hash) of every stream at a moment.
+
+Saved somewhere the ledger's writers cannot reach, a digest later proves that the ledger still
+extends it: every stream it names must still hold that version with that hash.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import orjson
+
+from ledger.chain import format_time, utc
+from ledger.errors import DigestError
+
+DIGEST_FORMAT = "outcome-ledger-digest/1"
+
+
+@dataclass(frozen=True)
+class Digest:
+    created_at: datetime
+    position: int  # the highest position the digest covers
+    events: int
+    heads: dict[str, tuple[int, str]]
+
+    @property
+    def root(self) -> str:
+        """One hash over every head, so a damaged digest file is itself detectable."""
+        canonical = orjson.dumps(
+            {s: [v, h] for s, (v, h) in self.heads.items()}, option=orjson.OPT_SORT_KEYS
+        )
+        return hashlib.sha256(canonical).hexdigest()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": DIGEST_FORMAT,
+            "created_at": format_time(self.created_at),
+            "position": self.position,
+            "events": self.events,
+            "streams": len(self.heads),
+            "root": self.root,
+            "heads": {s: [v, h] for s, (v, h) in sorted(self.heads.items())},
+        }
+
+    def dumps(self) -> bytes:
+        return orjson.dumps(self.to_json(), option=orjson.OPT_INDENT_2)
+
+    @classmethod
+    def loads(cls, raw: bytes | str) -> Digest:
+        try:
+            doc = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            raise DigestError(f"digest is not JSON: {exc}") from None
+        if not isinstance(doc, dict) or doc.get("format") != DIGEST_FORMAT:
+            raise DigestError(f"not a ledger digest (expected format {DIGEST_FORMAT!r})")
+        try:
+            heads = {str(s): (int(v), str(h)) for s, (v, h) in doc["heads"].items()}
+            digest = cls(
+                created_at=utc(datetime.fromisoformat(doc["created_at"])),
+                position=int(doc["position"]),
+                events=int(doc["events"]),
+                heads=heads,
+            )
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise DigestError(f"malformed digest: {exc!r}") from None
+        if digest.root != doc.get("root"):
+            raise DigestError("digest root does not match its heads: the digest was altered")
+        return digest

@@ -1,0 +1,274 @@
+"""Event payloads (one frozen model per event type, tagged by `type`) and recorded events.
+
+The job-stream types below are the whole contract of DESIGN §2: a new one is a contract change.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from ledger.codes import Code, OutcomeMissingCause
+from ledger.error_info import ErrorInfo
+
+JSONDict = dict[str, Any]
+
+
+class Payload(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    type: str
+
+    @property
+    def code(self) -> Code | None:
+        """The failure or refusal code, stored in its own column."""
+        error = getattr(self, "error", None)
+        return error.code if isinstance(error, ErrorInfo) else None
+
+
+# --- job stream: the decision -------------------------------------------------------------
+
+
+class JobAccepted(Payload):
+    type: Literal["job.accepted"] = "job.accepted"
+    account: str
+    tool: str
+    args: JSONDict
+    idempotency_key: str | None = None
+    request_hash: str | None = None
+    spends: bool = False
+    timeout_s: float = 300.0
+    max_attempts: int = 3
+
+
+class JobRefused(Payload):
+    type: Literal["job.refused"] = "job.refused"
+    account: str
+    tool: str
+    args: JSONDict = Field(default_factory=dict)
+    idempotency_key: str | None = None
+    request_hash: str | None = None
+    spends: bool = False
+    error: ErrorInfo
+
+
+# --- job stream: the work -----------------------------------------------------------------
+
+
+class WorkStarted(Payload):
+    type: Literal["work.started"] = "work.started"
+    attempt: int
+    worker: str
+    lease_expires_at: datetime
+
+
+class WorkSucceeded(Payload):
+    type: Literal["work.succeeded"] = "work.succeeded"
+    attempt: int
+    result: JSONDict = Field(default_factory=dict)
+
+
+class WorkDeclined(Payload):
+    type: Literal["work.declined"] = "work.declined"
+    attempt: int
+    reason: str
+    result: JSONDict = Field(default_factory=dict)
+
+
+class WorkPartial(Payload):
+    type: Literal["work.partial"] = "work.partial"
+    attempt: int
+    result: JSONDict = Field(default_factory=dict)
+    processed: int
+    skipped: list[str] = Field(default_factory=list)
+    total: int | None = None
+
+
+class WorkFailed(Payload):
+    type: Literal["work.failed"] = "work.failed"
+    attempt: int
+    error: ErrorInfo
+    detail: str | None = None  # raw exception text, secrets scrubbed; operators only
+    fingerprint: str | None = None
+
+
+class WorkHalted(Payload):
+    type: Literal["work.halted"] = "work.halted"
+    attempt: int
+    error: ErrorInfo
+
+
+class WorkRetryScheduled(Payload):
+    type: Literal["work.retry_scheduled"] = "work.retry_scheduled"
+    attempt: int
+    error: ErrorInfo
+    detail: str | None = None
+    fingerprint: str | None = None
+    due_at: datetime
+
+
+class WorkLateOutcome(Payload):
+    type: Literal["work.late_outcome"] = "work.late_outcome"
+    attempt: int
+    outcome_type: str
+    outcome: JSONDict
+    late_code: Code | None = None
+
+    @property
+    def code(self) -> Code | None:
+        return self.late_code
+
+
+# --- job stream: reconciliation -----------------------------------------------------------
+
+
+class JobRedispatched(Payload):
+    type: Literal["job.redispatched"] = "job.redispatched"
+    dispatch: int
+    reason: str
+
+
+class JobOutcomeMissing(Payload):
+    type: Literal["job.outcome_missing"] = "job.outcome_missing"
+    attempt: int
+    cause: OutcomeMissingCause
+    error: ErrorInfo
+    detail: str | None = None
+
+
+# --- brake and token streams --------------------------------------------------------------
+
+
+class BrakePulled(Payload):
+    type: Literal["brake.pulled"] = "brake.pulled"
+    brake_id: str
+    scope: str
+    reason: str
+    operator: str
+
+
+class BrakeReleased(Payload):
+    type: Literal["brake.released"] = "brake.released"
+    brake_id: str
+    reason: str
+    operator: str
+
+
+class TokenCreated(Payload):
+    type: Literal["token.created"] = "token.created"
+    token_id: str
+    account: str
+    role: str
+    tools: list[str] | None = None
+    token_hash: str
+
+
+class TokenRevoked(Payload):
+    type: Literal["token.revoked"] = "token.revoked"
+    token_id: str
+
+
+AnyPayload = Annotated[
+    JobAccepted
+    | JobRefused
+    | WorkStarted
+    | WorkSucceeded
+    | WorkDeclined
+    | WorkPartial
+    | WorkFailed
+    | WorkHalted
+    | WorkRetryScheduled
+    | WorkLateOutcome
+    | JobRedispatched
+    | JobOutcomeMissing
+    | BrakePulled
+    | BrakeReleased
+    | TokenCreated
+    | TokenRevoked,
+    Field(discriminator="type"),
+]
+_PAYLOAD = TypeAdapter(AnyPayload)
+
+JOB_EVENT_TYPES = frozenset(
+    {
+        "job.accepted",
+        "job.refused",
+        "work.started",
+        "work.succeeded",
+        "work.declined",
+        "work.partial",
+        "work.failed",
+        "work.halted",
+        "work.retry_scheduled",
+        "work.late_outcome",
+        "job.redispatched",
+        "job.outcome_missing",
+    }
+)
+# At most one of these per job; the database enforces it (DESIGN §2).
+TERMINAL_EVENT_TYPES = frozenset(
+    {
+        "job.refused",
+        "work.succeeded",
+        "work.declined",
+        "work.partial",
+        "work.failed",
+        "work.halted",
+        "job.outcome_missing",
+    }
+)
+EVENT_TYPES = JOB_EVENT_TYPES | {
+    "brake.pulled",
+    "brake.released",
+    "token.created",
+    "token.revoked",
+}
+
+
+def parse_payload(data: JSONDict) -> Payload:
+    """Rebuild the typed payload from an event's stored `data` (which carries `type`)."""
+    payload: Payload = _PAYLOAD.validate_python(data)
+    return payload
+
+
+def job_stream(job_id: uuid.UUID | str) -> str:
+    return f"job-{job_id}"
+
+
+def job_id_of(stream_id: str) -> str:
+    return stream_id.removeprefix("job-")
+
+
+class NewEvent(BaseModel):
+    """An event about to be appended. `event_id` is its identity: a retried write reuses it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    payload: AnyPayload
+    actor: str
+    event_id: uuid.UUID = Field(default_factory=uuid.uuid4)
+
+
+class RecordedEvent(BaseModel):
+    """An event as the ledger holds it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    position: int
+    stream_id: str
+    stream_version: int
+    event_id: uuid.UUID
+    type: str
+    data: JSONDict
+    code: Code | None
+    actor: str
+    recorded_at: datetime
+    prev_hash: str | None
+    hash: str
+
+    @property
+    def payload(self) -> Payload:
+        return parse_payload(self.data)

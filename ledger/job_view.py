@@ -1,0 +1,226 @@
+"""The job read model, folded from a job stream's events, and the envelope agents read.
+
+`evolve` is pure: the live projection and the rebuild both call it, so they cannot disagree.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ledger.codes import Code, NextAction, OutcomeMissingCause, Status, next_action
+from ledger.error_info import ErrorInfo
+from ledger.events import (
+    JobAccepted,
+    JobOutcomeMissing,
+    JobRedispatched,
+    JobRefused,
+    Payload,
+    RecordedEvent,
+    WorkDeclined,
+    WorkFailed,
+    WorkHalted,
+    WorkLateOutcome,
+    WorkPartial,
+    WorkRetryScheduled,
+    WorkStarted,
+    WorkSucceeded,
+    job_id_of,
+)
+
+
+class PartialInfo(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    processed: int
+    skipped: list[str]
+    total: int | None
+
+
+class JobView(BaseModel):
+    """Everything the ledger knows about one job, as of `ledger_position`."""
+
+    model_config = ConfigDict(frozen=True)
+
+    job_id: str
+    account: str
+    tool: str
+    status: Status
+    accepted: bool
+    spends: bool
+    attempts: int = 0
+    max_attempts: int = 1
+    timeout_s: float = 300.0
+    idempotency_key: str | None = None
+    request_hash: str | None = None
+    result: dict[str, Any] | None = None
+    declined_reason: str | None = None
+    partial: PartialInfo | None = None
+    error: ErrorInfo | None = None
+    recorded_by: str
+    ledger_position: int
+    created_at: datetime
+    updated_at: datetime
+    lease_expires_at: datetime | None = None
+    due_at: datetime | None = None  # when a scheduled retry is due
+    dispatches: int = 1
+    last_fingerprint: str | None = None
+    late_outcomes: list[dict[str, Any]] = Field(default_factory=list)
+
+    @property
+    def terminal(self) -> bool:
+        return self.status.terminal
+
+    @property
+    def code(self) -> Code | None:
+        return self.error.code if self.error else None
+
+    @property
+    def next_action(self) -> NextAction:
+        return next_action(self.status, self.code, self.spends)
+
+
+class JobEnvelope(BaseModel):
+    """`GET /v1/jobs/{job_id}` (DESIGN §3)."""
+
+    job_id: str
+    account: str
+    tool: str
+    status: Status
+    terminal: bool
+    attempts: int
+    next_action: NextAction
+    result: dict[str, Any] | None
+    declined_reason: str | None
+    partial: PartialInfo | None
+    error: ErrorInfo | None
+    recorded_by: str
+    ledger_position: int
+    created_at: datetime
+    updated_at: datetime
+    late_outcomes: list[dict[str, Any]]
+
+
+def envelope(view: JobView) -> JobEnvelope:
+    return JobEnvelope(
+        job_id=view.job_id,
+        account=view.account,
+        tool=view.tool,
+        status=view.status,
+        terminal=view.terminal,
+        attempts=view.attempts,
+        next_action=view.next_action,
+        result=view.result,
+        declined_reason=view.declined_reason,
+        partial=view.partial,
+        error=view.error,
+        recorded_by=view.recorded_by,
+        ledger_position=view.ledger_position,
+        created_at=view.created_at,
+        updated_at=view.updated_at,
+        late_outcomes=view.late_outcomes,
+    )
+
+
+class JobStreamError(ValueError):
+    """A job stream whose events are out of the contract's order (a bug, never user input)."""
+
+
+def evolve(view: JobView | None, event: RecordedEvent) -> JobView:
+    payload = event.payload
+    if view is None:
+        return _first(event, payload)
+    stamp: dict[str, Any] = {"ledger_position": event.position, "updated_at": event.recorded_at}
+    return view.model_copy(update=stamp | _change(view, payload))
+
+
+def _first(event: RecordedEvent, payload: Payload) -> JobView:
+    common: dict[str, Any] = {
+        "job_id": job_id_of(event.stream_id),
+        "recorded_by": "api",
+        "ledger_position": event.position,
+        "created_at": event.recorded_at,
+        "updated_at": event.recorded_at,
+    }
+    if isinstance(payload, JobAccepted):
+        return JobView(
+            **common,
+            account=payload.account,
+            tool=payload.tool,
+            status=Status.QUEUED,
+            accepted=True,
+            spends=payload.spends,
+            max_attempts=payload.max_attempts,
+            timeout_s=payload.timeout_s,
+            idempotency_key=payload.idempotency_key,
+            request_hash=payload.request_hash,
+        )
+    if isinstance(payload, JobRefused):
+        return JobView(
+            **common,
+            account=payload.account,
+            tool=payload.tool,
+            status=Status.REFUSED,
+            accepted=False,
+            spends=payload.spends,
+            idempotency_key=payload.idempotency_key,
+            request_hash=payload.request_hash,
+            error=payload.error,
+        )
+    raise JobStreamError(f"{event.stream_id} starts with {event.type}, not a decision")
+
+
+def _change(view: JobView, payload: Payload) -> dict[str, Any]:  # noqa: PLR0911
+    worker = {"recorded_by": "worker"}
+    if isinstance(payload, WorkLateOutcome):
+        late = {"attempt": payload.attempt, "type": payload.outcome_type} | payload.outcome
+        return {"late_outcomes": [*view.late_outcomes, late]}
+    if view.terminal:
+        raise JobStreamError(f"job {view.job_id}: {payload.type} after a terminal event")
+    if isinstance(payload, WorkStarted):
+        return worker | {
+            "status": Status.RUNNING,
+            "attempts": payload.attempt,
+            "lease_expires_at": payload.lease_expires_at,
+            "due_at": None,
+        }
+    if isinstance(payload, WorkSucceeded):
+        return worker | {"status": Status.SUCCEEDED, "result": payload.result}
+    if isinstance(payload, WorkDeclined):
+        return worker | {
+            "status": Status.DECLINED,
+            "result": payload.result,
+            "declined_reason": payload.reason,
+        }
+    if isinstance(payload, WorkPartial):
+        partial = PartialInfo(
+            processed=payload.processed, skipped=payload.skipped, total=payload.total
+        )
+        return worker | {"status": Status.PARTIAL, "result": payload.result, "partial": partial}
+    if isinstance(payload, WorkFailed):
+        return worker | {"status": Status.FAILED, "error": payload.error}
+    if isinstance(payload, WorkHalted):
+        return worker | {"status": Status.REFUSED, "error": payload.error}
+    if isinstance(payload, WorkRetryScheduled):
+        return worker | {
+            "status": Status.RETRYING,
+            "due_at": payload.due_at,
+            "last_fingerprint": payload.fingerprint,
+            "lease_expires_at": None,
+        }
+    if isinstance(payload, JobRedispatched):
+        return {
+            "status": Status.QUEUED,
+            "dispatches": payload.dispatch,
+            "recorded_by": "reconciler",
+        }
+    if isinstance(payload, JobOutcomeMissing):
+        by_worker = payload.cause is OutcomeMissingCause.NO_OUTCOME_RETURNED
+        return {
+            "status": Status.FAILED,
+            "error": payload.error,
+            "recorded_by": "worker" if by_worker else "reconciler",
+        }
+    raise JobStreamError(f"job {view.job_id}: unexpected {payload.type}")

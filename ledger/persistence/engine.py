@@ -1,0 +1,74 @@
+"""Engines for the two supported databases, set up for a ledger's access pattern.
+
+SQLite (the embedded default) is shared by several processes: WAL, a busy timeout, and writes
+in BEGIN IMMEDIATE so that writers queue instead of failing mid-transaction and commit order
+equals position order.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
+
+from ledger.errors import ConfigurationError
+
+READ_ONLY = "ledger_read_only"  # execution option: plain BEGIN (SQLite readers don't queue)
+
+
+def _json_dumps(value: Any) -> str:
+    return orjson.dumps(value).decode()
+
+
+def normalize_url(url: str) -> str:
+    """Accept `postgresql://` and `postgres://` as psycopg 3 URLs."""
+    for prefix in ("postgresql://", "postgres://", "postgresql+psycopg2://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix) :]
+    return url
+
+
+def make_engine(url: str, *, pool_size: int = 5) -> Engine:
+    try:
+        parsed = make_url(normalize_url(url))
+    except ArgumentError as exc:
+        raise ConfigurationError(f"bad database URL: {exc}") from None
+    backend = parsed.get_backend_name()
+    common: dict[str, Any] = {"json_serializer": _json_dumps, "json_deserializer": orjson.loads}
+    if backend == "postgresql":
+        if parsed.get_driver_name() != "psycopg":
+            raise ConfigurationError("PostgreSQL URLs must use psycopg 3: postgresql+psycopg://")
+        return create_engine(
+            parsed, pool_size=pool_size, max_overflow=pool_size, pool_recycle=3600, **common
+        )
+    if backend == "sqlite":
+        return _sqlite_engine(parsed.render_as_string(hide_password=False), common)
+    raise ConfigurationError(f"unsupported database {backend!r}: use postgresql or sqlite")
+
+
+def _sqlite_engine(url: str, common: dict[str, Any]) -> Engine:
+    database = make_url(url).database
+    if database and database != ":memory:" and not database.startswith("file:"):
+        Path(database).parent.mkdir(parents=True, exist_ok=True)
+    engine = create_engine(url, connect_args={"timeout": 60}, **common)
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None  # we issue BEGIN ourselves
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA busy_timeout=60000")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection: Any) -> None:
+        read_only = connection.get_execution_options().get(READ_ONLY, False)
+        connection.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
+
+    return engine

@@ -1,0 +1,166 @@
+"""The read models (jobs, brakes, tokens) as projections of the events.
+
+Each row keeps the whole folded view as JSON next to copies of the columns its indexes need.
+Live updates and rebuilds run the same pure fold, so a rebuild reproduces the live tables.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel
+from sqlalchemy import Connection, Table, delete, insert, select, update
+
+from ledger.brake_view import BrakeView, evolve_brake
+from ledger.events import JOB_EVENT_TYPES, RecordedEvent, job_id_of
+from ledger.job_view import JobView, evolve
+from ledger.persistence.schema import brakes, jobs, tokens
+from ledger.persistence.store import EventStore, Projection
+from ledger.token_view import TokenView, evolve_token
+
+V = TypeVar("V", bound=BaseModel)
+_BATCH = 1000
+
+
+class ViewProjection(Projection, Generic[V]):
+    """Folds events of some types into one row per key of `table`."""
+
+    def __init__(
+        self,
+        table: Table,
+        view_type: type[V],
+        types: frozenset[str],
+        key: Callable[[RecordedEvent], str],
+        fold: Callable[[V | None, RecordedEvent], V],
+        columns: Callable[[V], dict[str, Any]],
+    ) -> None:
+        self.table = table
+        self.view_type = view_type
+        self.types = types
+        self.key = key
+        self.fold = fold
+        self.columns = columns
+        self._pk = next(iter(table.primary_key.columns))
+
+    def handles(self, event_type: str) -> bool:
+        return event_type in self.types
+
+    def load(self, conn: Connection, keys: set[str]) -> dict[str, V]:
+        query = select(self._pk, self.table.c.view).where(self._pk.in_(sorted(keys)))
+        return {row[0]: self.view_type.model_validate(row[1]) for row in conn.execute(query)}
+
+    def row(self, key: str, view: V) -> dict[str, Any]:
+        return {self._pk.name: key, "view": view.model_dump(mode="json"), **self.columns(view)}
+
+    def apply(self, conn: Connection, recorded: Sequence[RecordedEvent]) -> None:
+        keys = {self.key(e) for e in recorded}
+        # A key whose first event here starts its stream has no row yet: skip the lookup.
+        fresh = {self.key(e) for e in recorded if e.stream_version == 1}
+        views: dict[str, V] = self.load(conn, keys - fresh) if keys - fresh else {}
+        existed = set(views)
+        for event in recorded:
+            k = self.key(event)
+            views[k] = self.fold(views.get(k), event)
+        for k, view in views.items():
+            values = self.row(k, view)
+            if k in existed:
+                conn.execute(update(self.table).where(self._pk == k).values(values))
+            else:
+                conn.execute(insert(self.table).values(values))
+
+    def clear(self, conn: Connection) -> None:
+        conn.execute(delete(self.table))
+
+    def fold_into(self, views: dict[str, Any], event: RecordedEvent) -> None:
+        k = self.key(event)
+        views[k] = self.fold(views.get(k), event)
+
+    def write_all(self, conn: Connection, views: dict[str, Any]) -> None:
+        rows = [self.row(k, v) for k, v in views.items()]
+        for start in range(0, len(rows), _BATCH):
+            conn.execute(insert(self.table), rows[start : start + _BATCH])
+
+
+def _job_columns(view: JobView) -> dict[str, Any]:
+    return {
+        "account": view.account,
+        "tool": view.tool,
+        "status": view.status.value,
+        "terminal": view.terminal,
+        "accepted": view.accepted,
+        "spends": view.spends,
+        "attempts": view.attempts,
+        "code": view.code.value if view.code else None,
+        "idempotency_key": view.idempotency_key,
+        "ledger_position": view.ledger_position,
+        "created_at": view.created_at,
+        "updated_at": view.updated_at,
+        "lease_expires_at": view.lease_expires_at,
+        "due_at": view.due_at,
+    }
+
+
+def _brake_columns(view: BrakeView) -> dict[str, Any]:
+    return {"scope": view.scope, "active": view.active, "ledger_position": view.ledger_position}
+
+
+def _token_columns(view: TokenView) -> dict[str, Any]:
+    return {
+        "account": view.account,
+        "role": view.role,
+        "token_hash": view.token_hash,
+        "revoked": view.revoked,
+        "ledger_position": view.ledger_position,
+    }
+
+
+def _data_key(field: str) -> Callable[[RecordedEvent], str]:
+    def key(event: RecordedEvent) -> str:
+        return str(event.data[field])
+
+    return key
+
+
+def default_projections() -> list[Projection]:
+    return [
+        ViewProjection(
+            jobs, JobView, JOB_EVENT_TYPES, lambda e: job_id_of(e.stream_id), evolve, _job_columns
+        ),
+        ViewProjection(
+            brakes,
+            BrakeView,
+            frozenset({"brake.pulled", "brake.released"}),
+            _data_key("brake_id"),
+            evolve_brake,
+            _brake_columns,
+        ),
+        ViewProjection(
+            tokens,
+            TokenView,
+            frozenset({"token.created", "token.revoked"}),
+            _data_key("token_id"),
+            evolve_token,
+            _token_columns,
+        ),
+    ]
+
+
+def rebuild_read_models(store: EventStore) -> int:
+    """Replace every read model's rows by a fold of the events alone, in one transaction.
+
+    Appends wait for it (it holds the append lock), so nothing lands half-way.
+    Returns the number of events replayed."""
+    count = 0
+    with store.transaction() as tx:
+        tx.lock_positions()
+        states: list[dict[str, Any]] = [{} for _ in store.projections]
+        for event in tx.iter_events():
+            count += 1
+            for projection, views in zip(store.projections, states, strict=True):
+                if projection.handles(event.type):
+                    projection.fold_into(views, event)
+        for projection, views in zip(store.projections, states, strict=True):
+            projection.clear(tx.conn)
+            projection.write_all(tx.conn, views)
+    return count

@@ -1,0 +1,173 @@
+"""The ledger's tables, declared once; Alembic's migrations must produce exactly this."""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Column,
+    DateTime,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    Uuid,
+    false,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+
+from ledger.events import TERMINAL_EVENT_TYPES
+
+metadata = MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+Json = JSON().with_variant(JSONB(), "postgresql")
+Position = BigInteger().with_variant(Integer(), "sqlite")  # INTEGER PRIMARY KEY = rowid
+Time = DateTime(timezone=True)
+
+events = Table(
+    "events",
+    metadata,
+    Column("position", Position, primary_key=True, autoincrement=True),
+    Column("stream_id", String(200), nullable=False),
+    Column("stream_version", Integer, nullable=False),
+    Column("event_id", Uuid(), nullable=False),
+    Column("type", String(64), nullable=False),
+    Column("data", Json, nullable=False),
+    Column("code", String(64), nullable=True),
+    Column("actor", String(200), nullable=False),
+    Column("recorded_at", Time, nullable=False),
+    Column("prev_hash", String(64), nullable=True),
+    Column("hash", String(64), nullable=False),
+    Index("uq_events_stream_version", "stream_id", "stream_version", unique=True),
+    Index("uq_events_event_id", "event_id", unique=True),
+    # Positions are never reused, even after the last row is deleted by a superuser.
+    sqlite_autoincrement=True,
+)
+
+_terminal = events.c.type.in_(sorted(TERMINAL_EVENT_TYPES))
+# At most one terminal event per job stream, whatever the writers do.
+Index(
+    "uq_events_one_terminal",
+    events.c.stream_id,
+    unique=True,
+    postgresql_where=_terminal,
+    sqlite_where=_terminal,
+)
+
+jobs = Table(
+    "jobs",
+    metadata,
+    Column("job_id", String(36), primary_key=True),
+    Column("account", String(100), nullable=False),
+    Column("tool", String(200), nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("terminal", Boolean, nullable=False),
+    Column("accepted", Boolean, nullable=False),
+    Column("spends", Boolean, nullable=False),
+    Column("attempts", Integer, nullable=False),
+    Column("code", String(64), nullable=True),
+    Column("idempotency_key", String(200), nullable=True),
+    Column("ledger_position", Position, nullable=False),
+    Column("created_at", Time, nullable=False),
+    Column("updated_at", Time, nullable=False),
+    Column("lease_expires_at", Time, nullable=True),
+    Column("due_at", Time, nullable=True),
+    # The whole JobView; the columns above are copies kept for indexes and filters.
+    Column("view", Json, nullable=False),
+    Index("ix_jobs_account_position", "account", "ledger_position"),
+    Index("ix_jobs_position", "ledger_position"),
+    Index("uq_jobs_account_idempotency_key", "account", "idempotency_key", unique=True),
+    Index("ix_jobs_quota", "account", "tool", "created_at"),
+)
+# The reconciler's work grows with open jobs, not with the ledger.
+Index(
+    "ix_jobs_open",
+    jobs.c.status,
+    jobs.c.updated_at,
+    postgresql_where=jobs.c.terminal == false(),
+    sqlite_where=jobs.c.terminal == false(),
+)
+
+brakes = Table(
+    "brakes",
+    metadata,
+    Column("brake_id", String(36), primary_key=True),
+    Column("scope", String(300), nullable=False),
+    Column("active", Boolean, nullable=False),
+    Column("ledger_position", Position, nullable=False),
+    Column("view", Json, nullable=False),
+    Index("ix_brakes_active", "active"),
+)
+
+tokens = Table(
+    "tokens",
+    metadata,
+    Column("token_id", String(36), primary_key=True),
+    Column("account", String(100), nullable=False),
+    Column("role", String(16), nullable=False),
+    Column("token_hash", String(64), nullable=False),
+    Column("revoked", Boolean, nullable=False),
+    Column("ledger_position", Position, nullable=False),
+    Column("view", Json, nullable=False),
+    Index("uq_tokens_token_hash", "token_hash", unique=True),
+)
+
+READ_MODEL_TABLES = (jobs, brakes, tokens)
+
+# Postgres: the events table refuses UPDATE, DELETE and TRUNCATE for everyone, owner included.
+# (A superuser can still disable triggers; the hash chain and digests catch what follows.)
+POSTGRES_IMMUTABILITY = [
+    """
+    CREATE OR REPLACE FUNCTION outcomes_events_immutable() RETURNS trigger
+    LANGUAGE plpgsql AS $$
+    BEGIN
+        RAISE EXCEPTION 'ledger events are append-only: % refused', TG_OP
+            USING ERRCODE = 'insufficient_privilege';
+    END $$
+    """,
+    """
+    CREATE TRIGGER events_no_update_delete BEFORE UPDATE OR DELETE ON events
+    FOR EACH ROW EXECUTE FUNCTION outcomes_events_immutable()
+    """,
+    """
+    CREATE TRIGGER events_no_truncate BEFORE TRUNCATE ON events
+    FOR EACH STATEMENT EXECUTE FUNCTION outcomes_events_immutable()
+    """,
+]
+POSTGRES_IMMUTABILITY_DOWN = [
+    "DROP TRIGGER IF EXISTS events_no_truncate ON events",
+    "DROP TRIGGER IF EXISTS events_no_update_delete ON events",
+    "DROP FUNCTION IF EXISTS outcomes_events_immutable()",
+]
+# SQLite has no TRUNCATE; a DELETE without WHERE fires the row trigger too.
+SQLITE_IMMUTABILITY = [
+    """
+    CREATE TRIGGER events_no_update BEFORE UPDATE ON events
+    BEGIN SELECT RAISE(ABORT, 'ledger events are append-only: UPDATE refused'); END
+    """,
+    """
+    CREATE TRIGGER events_no_delete BEFORE DELETE ON events
+    BEGIN SELECT RAISE(ABORT, 'ledger events are append-only: DELETE refused'); END
+    """,
+]
+SQLITE_IMMUTABILITY_DOWN = [
+    "DROP TRIGGER IF EXISTS events_no_delete",
+    "DROP TRIGGER IF EXISTS events_no_update",
+]
+
+
+def immutability_ddl(dialect: str) -> list[str]:
+    return POSTGRES_IMMUTABILITY if dialect == "postgresql" else SQLITE_IMMUTABILITY
+
+
+def immutability_drop_ddl(dialect: str) -> list[str]:
+    return POSTGRES_IMMUTABILITY_DOWN if dialect == "postgresql" else SQLITE_IMMUTABILITY_DOWN
