@@ -1,0 +1,109 @@
+"""Helpers the benchmarks share: a scratch Postgres database, timing, medians and a table."""
+
+from __future__ import annotations
+
+import os
+import signal
+import statistics
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from types import FrameType
+
+import psycopg
+from psycopg import sql
+from sqlalchemy.engine import make_url
+
+from ledger.persistence.engine import normalize_url
+
+# The CI machines' Postgres service (DESIGN §7): trust auth, superuser `postgres`.
+ADMIN_URL = os.environ.get(
+    "OUTCOMES_BENCH_PG_ADMIN", "postgresql://postgres@127.0.0.1:5432/postgres"
+)
+
+
+def sqlalchemy_url(url: str) -> str:
+    """The URL as the ledger's engine wants it (postgresql+psycopg://)."""
+    return normalize_url(url)
+
+
+def libpq_url(url: str) -> str:
+    """The URL as plain psycopg wants it (postgresql://, no SQLAlchemy driver suffix)."""
+    parsed = make_url(normalize_url(url)).set(drivername="postgresql")
+    return parsed.render_as_string(hide_password=False)
+
+
+def _admin_execute(admin_url: str, statement: sql.Composable) -> None:
+    with psycopg.connect(libpq_url(admin_url), autocommit=True) as conn:
+        conn.execute(statement)
+
+
+def _database_url(admin_url: str, name: str) -> str:
+    return make_url(libpq_url(admin_url)).set(database=name).render_as_string(hide_password=False)
+
+
+@contextmanager
+def scratch_database(prefix: str, admin_url: str = ADMIN_URL) -> Iterator[str]:
+    """Create `<prefix>_<pid>`, yield its URL, and drop it afterwards, error or not."""
+    name = f"{prefix}_{os.getpid()}"
+    drop = sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+    _admin_execute(admin_url, drop)
+    _admin_execute(admin_url, sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    try:
+        yield _database_url(admin_url, name)
+    finally:
+        _admin_execute(admin_url, drop)
+
+
+@contextmanager
+def exit_cleanly_on_sigterm() -> Iterator[None]:
+    """Turn SIGTERM into SystemExit so that `finally` blocks (dropping databases) still run."""
+
+    def _raise(signum: int, _frame: FrameType | None) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, _raise)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def seconds_for(run: Callable[[], None]) -> float:
+    started = time.perf_counter()
+    run()
+    return time.perf_counter() - started
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Rates (operations per second) of one variant over the timed rounds."""
+
+    rates: tuple[float, ...]
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.rates)
+
+    @property
+    def low(self) -> float:
+        return min(self.rates)
+
+    @property
+    def high(self) -> float:
+        return max(self.rates)
+
+
+def render_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A plain text table: first column left-aligned, the others right-aligned."""
+    widths = [max(len(r[i]) for r in [headers, *rows]) for i in range(len(headers))]
+
+    def line(cells: Sequence[str]) -> str:
+        first, *rest = cells
+        return "  ".join(
+            [first.ljust(widths[0]), *(c.rjust(w) for c, w in zip(rest, widths[1:], strict=True))]
+        )
+
+    rule = "  ".join("-" * w for w in widths)
+    return "\n".join([line(headers), rule, *(line(r) for r in rows)])

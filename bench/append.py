@@ -1,0 +1,306 @@
+"""Append benchmark: one event per transaction, the ledger's EventStore vs raw psycopg 3.
+
+Run:  cd /work/main && .venv/bin/python -m bench.append [--n 1000] [--rounds 5] [--json]
+                                                         [--database-url postgresql://...]
+
+Three variants, on the same Postgres and the same migrated `events` table (triggers in place):
+
+- baseline     raw psycopg 3 (no SQLAlchemy), one connection: INSERT one row shaped like a
+               ledger event (data, hash computed beforehand), then commit(). N times.
+- append_new   EventStore.append("job-<uuid>", [JobAccepted], expected_version=0) for N new job
+               streams: head SELECT, advisory lock, INSERT ... RETURNING, jobs read-model INSERT,
+               COMMIT, all in one transaction.
+- append_next  EventStore.append(the same streams, [WorkStarted], expected_version=1): as above,
+               but the jobs read model is loaded (SELECT) and UPDATEd.
+
+Inputs (payloads, baseline rows and their hashes) are built before the clock starts; hashing,
+serialisation and read-model folding inside the store are timed, as they are part of an append.
+After a warm-up, `--rounds` rounds of `--n` events per variant run interleaved (the baseline
+first in even rounds, last in odd ones) to cancel drift; the report gives the median rate of
+each variant and the ratio of the medians, ours / baseline.
+
+Goal: each append variant reaches >= 0.7x the baseline's rate. The script reports whether the
+goal was met and exits 0 either way: speed is measured here, not asserted.
+
+Without --database-url a scratch database `outcomes_bench_<pid>` is created on 127.0.0.1 (admin
+URL from OUTCOMES_BENCH_PG_ADMIN, default postgres@127.0.0.1:5432) and dropped at the end, on
+error too. With --database-url that database is migrated to head and the benchmark's events
+stay in it (the ledger is append-only): give it a throwaway database.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import psycopg
+
+from bench._common import (
+    Summary,
+    exit_cleanly_on_sigterm,
+    libpq_url,
+    render_table,
+    scratch_database,
+    seconds_for,
+    sqlalchemy_url,
+)
+from ledger.chain import event_hash, normalize_data
+from ledger.events import JobAccepted, NewEvent, WorkStarted, job_stream
+from ledger.persistence.migrate import upgrade
+from ledger.persistence.open import open_store
+from ledger.persistence.store import EventStore
+
+GOAL = 0.7
+WARMUP_N = 200
+BASELINE, APPEND_NEW, APPEND_NEXT = "baseline", "append_new", "append_next"
+VARIANTS = (BASELINE, APPEND_NEW, APPEND_NEXT)
+OURS = (APPEND_NEW, APPEND_NEXT)
+
+INSERT_EVENT = (
+    "INSERT INTO events (stream_id, stream_version, event_id, type, data, code, actor,"
+    " recorded_at, prev_hash, hash) VALUES (%s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s)"
+)
+
+BaselineRow = tuple[str, int, uuid.UUID, str, str, str | None, str, datetime, str | None, str]
+Append = tuple[str, NewEvent]
+
+
+@dataclass(frozen=True)
+class Options:
+    n: int
+    rounds: int
+    database_url: str | None
+    as_json: bool
+
+
+def parse_options(argv: Sequence[str] | None) -> Options:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.append", description=__doc__.splitlines()[0] if __doc__ else None
+    )
+    parser.add_argument("--n", type=int, default=1000, help="events per variant per round")
+    parser.add_argument("--rounds", type=int, default=5, help="timed rounds (median reported)")
+    parser.add_argument("--database-url", help="use this database instead of a scratch one")
+    parser.add_argument("--json", action="store_true", help="print one JSON line, no table")
+    args = parser.parse_args(argv)
+    if args.n < 1 or args.rounds < 1:
+        parser.error("--n and --rounds must be at least 1")
+    return Options(args.n, args.rounds, args.database_url, args.json)
+
+
+# --- inputs, built before the clock starts ---------------------------------------------------
+
+
+def job_accepted() -> JobAccepted:
+    return JobAccepted(
+        account="acct-bench",
+        tool="examples.echo",
+        args={"text": "hello", "count": 3},
+        idempotency_key=uuid.uuid4().hex,
+        timeout_s=60.0,
+        max_attempts=3,
+    )
+
+
+def baseline_row(payload: JobAccepted) -> BaselineRow:
+    """A row like the store's first event of a job stream (in its own `bench-` stream)."""
+    stream_id, event_id = f"bench-{uuid.uuid4()}", uuid.uuid4()
+    data, recorded_at, actor = (
+        normalize_data(payload.model_dump(mode="json")),
+        datetime.now(UTC),
+        "bench",
+    )
+    digest = event_hash(
+        event_id=str(event_id),
+        stream_id=stream_id,
+        stream_version=1,
+        type=payload.type,
+        data=data,
+        code=None,
+        actor=actor,
+        recorded_at=recorded_at,
+        prev_hash=None,
+    )
+    return (
+        stream_id,
+        1,
+        event_id,
+        payload.type,
+        json.dumps(data),
+        None,
+        actor,
+        recorded_at,
+        None,
+        digest,
+    )
+
+
+def new_jobs(n: int) -> list[Append]:
+    return [
+        (job_stream(uuid.uuid4()), NewEvent(payload=job_accepted(), actor="token-bench"))
+        for _ in range(n)
+    ]
+
+
+def work_started(stream_ids: Sequence[str]) -> list[Append]:
+    lease = datetime.now(UTC) + timedelta(seconds=30)
+    started = WorkStarted(attempt=1, worker="worker-bench", lease_expires_at=lease)
+    return [(s, NewEvent(payload=started, actor="worker-bench")) for s in stream_ids]
+
+
+# --- the timed loops ---------------------------------------------------------------------------
+
+
+def insert_rows(conn: psycopg.Connection[Any], rows: Sequence[BaselineRow]) -> None:
+    for row in rows:
+        conn.execute(INSERT_EVENT, row)
+        conn.commit()
+
+
+def append_each(store: EventStore, appends: Sequence[Append], expected_version: int) -> None:
+    for stream_id, event in appends:
+        store.append(stream_id, [event], expected_version=expected_version)
+
+
+@dataclass
+class Bench:
+    store: EventStore
+    conn: psycopg.Connection[Any]
+
+    def baseline_rate(self, n: int) -> float:
+        rows = [baseline_row(job_accepted()) for _ in range(n)]
+        return n / seconds_for(lambda: insert_rows(self.conn, rows))
+
+    def ours_rates(self, n: int) -> dict[str, float]:
+        created = new_jobs(n)
+        started = work_started([stream_id for stream_id, _ in created])
+        new = seconds_for(lambda: append_each(self.store, created, expected_version=0))
+        nxt = seconds_for(lambda: append_each(self.store, started, expected_version=1))
+        return {APPEND_NEW: n / new, APPEND_NEXT: n / nxt}
+
+    def round(self, n: int, baseline_first: bool) -> dict[str, float]:
+        if baseline_first:
+            base = self.baseline_rate(n)
+            ours = self.ours_rates(n)
+        else:
+            ours = self.ours_rates(n)
+            base = self.baseline_rate(n)
+        return {BASELINE: base, **ours}
+
+
+def run_rounds(bench: Bench, options: Options) -> dict[str, Summary]:
+    bench.round(min(WARMUP_N, options.n), baseline_first=True)  # warm-up, discarded
+    rates: dict[str, list[float]] = {v: [] for v in VARIANTS}
+    for number in range(options.rounds):
+        for variant, rate in bench.round(options.n, baseline_first=number % 2 == 0).items():
+            rates[variant].append(rate)
+    return {v: Summary(tuple(r)) for v, r in rates.items()}
+
+
+# --- databases -------------------------------------------------------------------------------
+
+
+@contextmanager
+def ledger_database(url: str | None) -> Iterator[str]:
+    """The given database, or a scratch one dropped afterwards; migrated to head either way."""
+    with ExitStack() as stack:
+        target = url or stack.enter_context(scratch_database("outcomes_bench"))
+        store = open_store(sqlalchemy_url(target), pool_size=1)
+        try:
+            upgrade(store.engine)
+        finally:
+            store.engine.dispose()
+        yield target
+
+
+@contextmanager
+def connected(url: str) -> Iterator[Bench]:
+    store = open_store(sqlalchemy_url(url))
+    try:
+        with psycopg.connect(libpq_url(url)) as conn:
+            yield Bench(store, conn)
+    finally:
+        store.engine.dispose()
+
+
+def server_settings(conn: psycopg.Connection[Any]) -> dict[str, str]:
+    names = ("server_version", "synchronous_commit", "fsync", "wal_sync_method")
+    settings = {name: str(conn.execute(f"SHOW {name}").fetchone()[0]) for name in names}  # type: ignore[index]
+    conn.commit()
+    return settings
+
+
+# --- report ----------------------------------------------------------------------------------
+
+
+def ratios(summaries: dict[str, Summary]) -> dict[str, float]:
+    base = summaries[BASELINE].median
+    return {v: summaries[v].median / base for v in OURS}
+
+
+def report_json(options: Options, summaries: dict[str, Summary], server: dict[str, str]) -> str:
+    ratio = ratios(summaries)
+    return json.dumps(
+        {
+            "bench": "append",
+            "n": options.n,
+            "rounds": options.rounds,
+            "server": server,
+            "median_eps": {v: round(s.median, 1) for v, s in summaries.items()},
+            "rates_eps": {v: [round(r, 1) for r in s.rates] for v, s in summaries.items()},
+            "ratio": {v: round(r, 3) for v, r in ratio.items()},
+            "goal_ratio": GOAL,
+            "goal_met": all(r >= GOAL for r in ratio.values()),
+        }
+    )
+
+
+def report_table(options: Options, summaries: dict[str, Summary], server: dict[str, str]) -> str:
+    ratio = ratios(summaries) | {BASELINE: 1.0}
+    rows = [
+        [
+            v,
+            f"{s.median:,.0f}",
+            f"{s.low:,.0f}",
+            f"{s.high:,.0f}",
+            f"{1e6 / s.median:,.0f}",
+            f"{ratio[v]:.2f}x",
+        ]
+        for v, s in summaries.items()
+    ]
+    headers = ["variant", "median ev/s", "min ev/s", "max ev/s", "us/event", "vs baseline"]
+    verdicts = [
+        f"  {v}: {ratio[v]:.2f}x -> {'met' if ratio[v] >= GOAL else 'NOT met'}" for v in OURS
+    ]
+    settings = ", ".join(f"{k}={v}" for k, v in server.items())
+    return "\n".join(
+        [
+            f"append benchmark: {options.rounds} rounds x {options.n} events per variant, "
+            f"one event per transaction ({settings})",
+            "",
+            render_table(headers, rows),
+            "",
+            f"goal: ours / baseline >= {GOAL:.1f}x (median rates)",
+            *verdicts,
+        ]
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    options = parse_options(argv)
+    with exit_cleanly_on_sigterm(), ledger_database(options.database_url) as url:
+        with connected(url) as bench:
+            server = server_settings(bench.conn)
+            summaries = run_rounds(bench, options)
+    report = report_json if options.as_json else report_table
+    print(report(options, summaries, server))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

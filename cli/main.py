@@ -1,0 +1,27 @@
+"""The `outcomes` command: operators' and auditors' entry point (DESIGN §6)."""
+
+from __future__ import annotations
+
+import click
+
+from cli.audit_commands import audit
+from cli.ledger_commands import migrate, rebuild
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="outcome-ledger")
+def cli() -> None:
+    """Outcome Ledger: every decision and every outcome of agents' tool work, recorded.
+
+    Configuration comes from the environment: OUTCOMES_DATABASE_URL (default: a SQLite file
+    under ./.outcomes/), OUTCOMES_BROKER_URL, OUTCOMES_TOOLS, OUTCOMES_QUEUE.
+    """
+
+
+cli.add_command(migrate)
+cli.add_command(rebuild)
+cli.add_command(audit)
+
+
+def main() -> None:
+    cli(prog_name="outcomes")
