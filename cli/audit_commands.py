@@ -40,7 +40,9 @@ def digest(output: Path | None) -> None:
         click.echo(taken.dumps().decode())
     else:
         output.write_bytes(taken.dumps())
-        click.echo(f"digest of {taken.events} events in {len(taken.heads)} streams → {output}", err=True)
+        click.echo(
+            f"digest of {taken.events} events in {len(taken.heads)} streams → {output}", err=True
+        )
 
 
 @audit.command()

@@ -6,6 +6,7 @@ import click
 
 from cli.audit_commands import audit
 from cli.ledger_commands import migrate, rebuild
+from cli.worker_commands import worker
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -21,6 +22,7 @@ def cli() -> None:
 cli.add_command(migrate)
 cli.add_command(rebuild)
 cli.add_command(audit)
+cli.add_command(worker)
 
 
 def main() -> None:

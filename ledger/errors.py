@@ -23,9 +23,7 @@ class ConcurrencyError(LedgerError):
     """Another writer appended to the stream first: the expected version is stale."""
 
     def __init__(self, stream_id: str, expected: int | None, actual: int | None) -> None:
-        super().__init__(
-            f"stream {stream_id!r}: expected version {expected}, found {actual}"
-        )
+        super().__init__(f"stream {stream_id!r}: expected version {expected}, found {actual}")
         self.stream_id = stream_id
         self.expected = expected
         self.actual = actual

@@ -55,6 +55,7 @@ class JobView(BaseModel):
     timeout_s: float = 300.0
     idempotency_key: str | None = None
     request_hash: str | None = None
+    args: dict[str, Any] = Field(default_factory=dict)  # for the worker; not in the envelope
     result: dict[str, Any] | None = None
     declined_reason: str | None = None
     partial: PartialInfo | None = None
@@ -156,6 +157,7 @@ def _first(event: RecordedEvent, payload: Payload) -> JobView:
             timeout_s=payload.timeout_s,
             idempotency_key=payload.idempotency_key,
             request_hash=payload.request_hash,
+            args=payload.args,
         )
     if isinstance(payload, JobRefused):
         return JobView(
@@ -172,7 +174,7 @@ def _first(event: RecordedEvent, payload: Payload) -> JobView:
     raise JobStreamError(f"{event.stream_id} starts with {event.type}, not a decision")
 
 
-def _change(view: JobView, payload: Payload) -> dict[str, Any]:  # noqa: PLR0911
+def _change(view: JobView, payload: Payload) -> dict[str, Any]:
     worker = {"recorded_by": "worker"}
     if isinstance(payload, WorkLateOutcome):
         late = {"attempt": payload.attempt, "type": payload.outcome_type} | payload.outcome

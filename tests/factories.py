@@ -22,9 +22,7 @@ def new(payload: Payload, actor: str = "test") -> NewEvent:
     return NewEvent(payload=payload, actor=actor)  # type: ignore[arg-type]
 
 
-def accepted(
-    account: str = "acme", tool: str = "tracker.read_issue", **args: object
-) -> NewEvent:
+def accepted(account: str = "acme", tool: str = "tracker.read_issue", **args: object) -> NewEvent:
     return new(JobAccepted(account=account, tool=tool, args={"issue_ref": "T-1", **args}))
 
 

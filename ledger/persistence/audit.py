@@ -25,7 +25,9 @@ def verify_ledger(
     return verify_chain(links, digest.heads if digest else None)
 
 
-def _counting(links: Iterator[ChainLink], progress: Progress, every: int = 1000) -> Iterator[ChainLink]:
+def _counting(
+    links: Iterator[ChainLink], progress: Progress, every: int = 1000
+) -> Iterator[ChainLink]:
     pending = 0
     for link in links:
         yield link
@@ -50,9 +52,10 @@ def take_digest(store: EventStore) -> Digest:
         )
         query = select(events.c.stream_id, events.c.stream_version, events.c.hash).join(
             last,
-            (events.c.stream_id == last.c.stream_id)
-            & (events.c.stream_version == last.c.version),
+            (events.c.stream_id == last.c.stream_id) & (events.c.stream_version == last.c.version),
         )
         heads = {r.stream_id: (r.stream_version, r.hash) for r in conn.execute(query)}
         count = conn.execute(select(func.count()).select_from(events).where(upto)).scalar_one()
-    return Digest(created_at=datetime.now(UTC), position=int(position), events=int(count), heads=heads)
+    return Digest(
+        created_at=datetime.now(UTC), position=int(position), events=int(count), heads=heads
+    )

@@ -27,7 +27,9 @@ def _constraint(error: sa_exc.DBAPIError) -> str:
     return name or str(error.orig)
 
 
-def translate(error: sa_exc.SQLAlchemyError, *, stream_id: str = "", event_id: str = "") -> LedgerError:
+def translate(
+    error: sa_exc.SQLAlchemyError, *, stream_id: str = "", event_id: str = ""
+) -> LedgerError:
     text = str(getattr(error, "orig", error))
     if "append-only" in text:  # our triggers (SQLite reports them as integrity errors)
         return ImmutableLedgerError(text.splitlines()[0])

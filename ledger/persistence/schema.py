@@ -13,7 +13,6 @@ from sqlalchemy import (
     MetaData,
     String,
     Table,
-    Text,
     Uuid,
     false,
 )
@@ -119,6 +118,18 @@ tokens = Table(
     Column("ledger_position", Position, nullable=False),
     Column("view", Json, nullable=False),
     Index("uq_tokens_token_hash", "token_hash", unique=True),
+)
+
+# Leases are operational state, not a read model: heartbeats renew them without an event, and
+# a frozen or dead worker stops renewing, which is what the reconciler looks for.
+leases = Table(
+    "leases",
+    metadata,
+    Column("job_id", String(36), primary_key=True),
+    Column("attempt", Integer, nullable=False),
+    Column("worker", String(200), nullable=False),
+    Column("expires_at", Time, nullable=False),
+    Index("ix_leases_expires_at", "expires_at"),
 )
 
 READ_MODEL_TABLES = (jobs, brakes, tokens)

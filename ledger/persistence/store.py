@@ -42,7 +42,7 @@ _COLUMNS = (
 )
 
 
-def row_to_event(row: Row[Any]) -> RecordedEvent:
+def row_to_event(row: Row[*tuple[Any, ...]]) -> RecordedEvent:
     return RecordedEvent(
         position=row.position,
         stream_id=row.stream_id,
@@ -58,7 +58,7 @@ def row_to_event(row: Row[Any]) -> RecordedEvent:
     )
 
 
-def row_to_link(row: Row[Any]) -> ChainLink:
+def row_to_link(row: Row[*tuple[Any, ...]]) -> ChainLink:
     return ChainLink(
         position=row.position,
         stream_id=row.stream_id,
@@ -254,14 +254,19 @@ class EventStore:
 
     def last_position(self) -> int:
         with self.reading() as conn:
-            return int(conn.execute(select(func.coalesce(func.max(events.c.position), 0))).scalar_one())
+            return int(
+                conn.execute(select(func.coalesce(func.max(events.c.position), 0))).scalar_one()
+            )
 
     def iter_links(self, batch: int = 5000) -> Iterator[ChainLink]:
         """Every event in position order, in keyset-paged batches (constant memory)."""
         after = 0
         while True:
             query = (
-                select(*_COLUMNS).where(events.c.position > after).order_by(events.c.position).limit(batch)
+                select(*_COLUMNS)
+                .where(events.c.position > after)
+                .order_by(events.c.position)
+                .limit(batch)
             )
             with self.reading() as conn:
                 rows = conn.execute(query).all()

@@ -1,0 +1,51 @@
+"""The emergency brake's rules (DESIGN §5): scopes, and which brakes hold a job."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from ledger.brake_view import BrakeView
+from ledger.codes import Code
+from ledger.error_info import ErrorInfo
+from ledger.errors import LedgerError
+
+ACCOUNT = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
+_SCOPE = re.compile(r"^(global|tool:[a-z][a-z0-9_.]*|account:[a-z0-9][a-z0-9_-]*)$")
+
+
+class InvalidScopeError(LedgerError):
+    """A brake scope that is not `global`, `tool:<name>` or `account:<id>`."""
+
+
+def parse_scope(scope: str) -> str:
+    scope = scope.strip()
+    if not _SCOPE.match(scope):
+        raise InvalidScopeError(
+            f"brake scope {scope!r} must be 'global', 'tool:<name>' or 'account:<id>'"
+        )
+    return scope
+
+
+def scopes_for(tool: str, account: str) -> tuple[str, ...]:
+    """Every scope whose brake holds a job of this tool and account."""
+    return ("global", f"tool:{tool}", f"account:{account}")
+
+
+def holding(brakes: Iterable[BrakeView], tool: str, account: str) -> list[BrakeView]:
+    """The active brakes that hold this job, oldest first."""
+    scopes = set(scopes_for(tool, account))
+    found = [b for b in brakes if b.active and b.scope in scopes]
+    return sorted(found, key=lambda b: (b.pulled_at, b.brake_id))
+
+
+def brake_error(brake: BrakeView) -> ErrorInfo:
+    return ErrorInfo(
+        code=Code.BRAKE_ENGAGED,
+        dependency="ledger",
+        operation="run the tool",
+        retryable=False,
+        fix=f"wait until an operator releases brake {brake.brake_id} ({brake.scope})",
+        message=f"An operator stopped this work: {brake.reason}",
+        cause=brake.brake_id,
+    )

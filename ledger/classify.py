@@ -1,0 +1,124 @@
+"""From what a tool did to the one event that records it (pure; DESIGN §3, §4).
+
+A deliberate refusal (`ToolFailure`) and an unexpected crash land in the same handler but never
+in the same code: a crash is `TOOL_CRASHED`, so reading the record tells them apart.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from ledger.codes import Code, OutcomeMissingCause
+from ledger.error_info import ErrorInfo
+from ledger.events import (
+    JobOutcomeMissing,
+    Payload,
+    WorkDeclined,
+    WorkFailed,
+    WorkPartial,
+    WorkRetryScheduled,
+    WorkSucceeded,
+)
+from ledger.outcomes import Declined, Partial, Succeeded, ToolFailure
+from ledger.scrub import scrub
+
+BACKOFF_BASE_S = 1.0
+BACKOFF_CAP_S = 60.0
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """What the rules need to know about the attempt that just ended."""
+
+    tool: str
+    attempt: int
+    max_attempts: int
+    spends: bool
+    last_fingerprint: str | None
+    now: datetime
+
+
+class DeadlineExceeded(Exception):
+    """The tool ran past its `timeout_s`."""
+
+    def __init__(self, timeout_s: float) -> None:
+        super().__init__(f"the tool ran past its {timeout_s:g} s deadline")
+        self.timeout_s = timeout_s
+
+
+def backoff_s(attempt: int) -> float:
+    return float(min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2 ** (attempt - 1)))
+
+
+def outcome_event(value: Any, attempt: int) -> Payload:
+    """A returned value: one of the three outcomes, or silence (not an outcome at all)."""
+    if isinstance(value, Succeeded):
+        return WorkSucceeded(attempt=attempt, result=value.result)
+    if isinstance(value, Declined):
+        return WorkDeclined(attempt=attempt, reason=value.reason, result=value.result)
+    if isinstance(value, Partial):
+        return WorkPartial(
+            attempt=attempt,
+            result=value.result,
+            processed=value.processed,
+            skipped=value.skipped,
+            total=value.total,
+        )
+    returned = type(value).__name__
+    return JobOutcomeMissing(
+        attempt=attempt,
+        cause=OutcomeMissingCause.NO_OUTCOME_RETURNED,
+        error=ErrorInfo(
+            code=Code.OUTCOME_MISSING,
+            dependency="tool",
+            operation="report the outcome",
+            fix="the tool must return Succeeded, Declined or Partial, or raise ToolFailure",
+            message="The tool finished without reporting what it did; treat it as not done.",
+            cause=OutcomeMissingCause.NO_OUTCOME_RETURNED.value,
+        ),
+        detail=f"the tool returned {returned}, not an outcome",
+    )
+
+
+def failure_event(exc: BaseException, at: Attempt) -> Payload:
+    """A raised exception: retried only if retryable, not spending, attempts left, and the
+    dependency's fingerprint changed since the last failure."""
+    error, fingerprint, detail = _describe(exc, at.tool)
+    if _should_retry(error, fingerprint, at):
+        due = at.now + timedelta(seconds=backoff_s(at.attempt))
+        return WorkRetryScheduled(
+            attempt=at.attempt, error=error, detail=detail, fingerprint=fingerprint, due_at=due
+        )
+    return WorkFailed(attempt=at.attempt, error=error, detail=detail, fingerprint=fingerprint)
+
+
+def _should_retry(error: ErrorInfo, fingerprint: str | None, at: Attempt) -> bool:
+    if at.spends or not error.retryable or at.attempt >= at.max_attempts:
+        return False
+    return fingerprint is None or fingerprint != at.last_fingerprint
+
+
+def _describe(exc: BaseException, tool: str) -> tuple[ErrorInfo, str | None, str | None]:
+    if isinstance(exc, ToolFailure):
+        return exc.error_info(), exc.fingerprint, None
+    if isinstance(exc, DeadlineExceeded):
+        error = ErrorInfo(
+            code=Code.DEADLINE_EXCEEDED,
+            dependency=tool,
+            operation="run the tool",
+            retryable=True,
+            fix="narrow the request or raise the tool's timeout_s",
+            message=f"The tool did not finish within {exc.timeout_s:g} seconds.",
+        )
+        return error, None, str(exc)
+    error = ErrorInfo(
+        code=Code.TOOL_CRASHED,
+        dependency=tool,
+        operation="run the tool",
+        retryable=False,
+        fix="report it to the tool's maintainers; the crash detail is in the ledger",
+        message="The tool failed unexpectedly; nothing it reported can be trusted.",
+    )
+    return error, None, scrub(f"{type(exc).__name__}: {exc}")

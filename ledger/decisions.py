@@ -1,0 +1,115 @@
+"""The decision at submit: accept the job, or refuse it naming the precondition (pure rules).
+
+Refusing early keeps an agent from spending by accident and names the fix in the same answer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import orjson
+from pydantic import ValidationError
+
+from ledger.codes import Code
+from ledger.error_info import ErrorInfo
+from ledger.tools import ToolSpec
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who submits: the token's id, its account and (optionally) the tools it may call."""
+
+    account: str
+    token_id: str
+    tools: frozenset[str] | None = None
+
+
+@dataclass(frozen=True)
+class JobRequest:
+    tool: str
+    args: dict[str, Any]
+    idempotency_key: str | None = None
+
+    @property
+    def fingerprint(self) -> str:
+        """Same key + same body replays; same key + another body is a conflict."""
+        body = orjson.dumps({"tool": self.tool, "args": self.args}, option=orjson.OPT_SORT_KEYS)
+        return hashlib.sha256(body).hexdigest()
+
+
+def tool_refusal(spec: ToolSpec | None, caller: Caller, request: JobRequest) -> ErrorInfo | None:
+    """Capability, then permission, then the args' schema."""
+    if spec is None or not spec.enabled:
+        state = "not enabled" if spec else "not available"
+        return ErrorInfo(
+            code=Code.CAPABILITY_UNAVAILABLE,
+            dependency=request.tool,
+            operation="run the tool",
+            fix="enable the tool in OUTCOMES_TOOLS or choose another tool",
+            message=f"The tool {request.tool!r} is {state} in this deployment.",
+        )
+    if caller.tools is not None and request.tool not in caller.tools:
+        return ErrorInfo(
+            code=Code.ACCESS_DENIED,
+            dependency=request.tool,
+            operation="run the tool",
+            required_capability=f"tool:{request.tool}",
+            fix="use a token that is allowed this tool, or ask an operator to grant it",
+            message=f"This token may not call {request.tool!r}.",
+        )
+    try:
+        spec.args_model.model_validate(request.args)
+    except ValidationError as exc:
+        return args_refusal(request.tool, exc)
+    return None
+
+
+def args_refusal(tool: str, exc: ValidationError) -> ErrorInfo:
+    """INPUT_MISSING names the missing fields; anything else is INPUT_INVALID.
+
+    Only field names and the kind of problem are echoed, never the submitted values."""
+    errors = exc.errors(include_input=False, include_url=False)
+    missing = [_field(e["loc"]) for e in errors if e["type"] == "missing"]
+    if missing:
+        names = ", ".join(missing)
+        return ErrorInfo(
+            code=Code.INPUT_MISSING,
+            dependency=tool,
+            operation="validate the arguments",
+            fix=f"send {names}",
+            message=f"The request is missing {names}.",
+        )
+    problems = "; ".join(f"{_field(e['loc'])}: {e['msg']}" for e in errors[:5])
+    return ErrorInfo(
+        code=Code.INPUT_INVALID,
+        dependency=tool,
+        operation="validate the arguments",
+        fix="correct the arguments to match the tool's schema",
+        message=f"The arguments do not match the tool's schema ({problems}).",
+    )
+
+
+def _field(loc: tuple[int | str, ...]) -> str:
+    return ".".join(str(part) for part in loc) or "(body)"
+
+
+def quota_refusal(tool: str, limit: int, window_s: int, retry_after_s: int) -> ErrorInfo:
+    return ErrorInfo(
+        code=Code.QUOTA_EXCEEDED,
+        dependency=tool,
+        operation="accept the job",
+        retryable=True,
+        fix=f"wait {retry_after_s} s, or ask an operator for a larger quota",
+        message=f"The quota of {limit} jobs per {window_s} s for {tool!r} is used up.",
+        retry_after_s=retry_after_s,
+    )
+
+
+def retry_after(oldest_in_window: datetime, window_s: int, now: datetime) -> int:
+    """Whole seconds until the oldest counted job leaves the window (at least 1)."""
+    remaining = (oldest_in_window - now).total_seconds() + window_s
+    return max(1, math.ceil(remaining))

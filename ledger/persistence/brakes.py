@@ -1,0 +1,69 @@
+"""Pulling, releasing and reading the emergency brake, ordered against workers' claims."""
+
+from __future__ import annotations
+
+import uuid
+
+from sqlalchemy import Connection, select
+
+from ledger.brake_view import BrakeView
+from ledger.brakes import parse_scope
+from ledger.errors import LedgerError
+from ledger.events import BrakePulled, BrakeReleased, NewEvent
+from ledger.persistence.locks import BRAKE_LOCK_KEY, lock_exclusive
+from ledger.persistence.schema import brakes
+from ledger.persistence.store import NO_STREAM, EventStore
+
+
+class BrakeNotFoundError(LedgerError):
+    """No brake with this id, or it is already released."""
+
+
+def brake_stream(brake_id: str) -> str:
+    return f"brake-{brake_id}"
+
+
+def pull(store: EventStore, scope: str, reason: str, operator: str) -> BrakeView:
+    """Pull a brake. Once this returns, no job in its scope starts (DESIGN §5)."""
+    scope = parse_scope(scope)
+    if not reason.strip():
+        raise LedgerError("a brake needs a reason")
+    brake_id = str(uuid.uuid4())
+    payload = BrakePulled(brake_id=brake_id, scope=scope, reason=reason, operator=operator)
+    with store.transaction() as tx:
+        lock_exclusive(tx.conn, BRAKE_LOCK_KEY)
+        tx.append(brake_stream(brake_id), [NewEvent(payload=payload, actor=operator)], NO_STREAM)
+        return _load(tx.conn, brake_id)
+
+
+def release(store: EventStore, brake_id: str, reason: str, operator: str) -> BrakeView:
+    payload = BrakeReleased(brake_id=brake_id, reason=reason, operator=operator)
+    with store.transaction() as tx:
+        current = _find(tx.conn, brake_id)
+        if current is None or not current.active:
+            state = "already released" if current else "unknown"
+            raise BrakeNotFoundError(f"brake {brake_id} is {state}")
+        tx.append(brake_stream(brake_id), [NewEvent(payload=payload, actor=operator)], 1)
+        return _load(tx.conn, brake_id)
+
+
+def active_brakes(conn: Connection) -> list[BrakeView]:
+    query = select(brakes.c.view).where(brakes.c.active.is_(True))
+    views = [BrakeView.model_validate(row.view) for row in conn.execute(query)]
+    return sorted(views, key=lambda b: (b.pulled_at, b.brake_id))
+
+
+def list_active(store: EventStore) -> list[BrakeView]:
+    with store.reading() as conn:
+        return active_brakes(conn)
+
+
+def _find(conn: Connection, brake_id: str) -> BrakeView | None:
+    row = conn.execute(select(brakes.c.view).where(brakes.c.brake_id == brake_id)).first()
+    return BrakeView.model_validate(row.view) if row else None
+
+
+def _load(conn: Connection, brake_id: str) -> BrakeView:
+    view = _find(conn, brake_id)
+    assert view is not None  # written in this transaction
+    return view

@@ -1,0 +1,76 @@
+"""The Celery app: broker from OUTCOMES_BROKER_URL, no result backend (the ledger is the
+result store), late acks, and a prefetch that suits short tasks."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from celery import Celery
+
+from ledger.settings import DEFAULT_HOME, Settings, load_settings
+from ledger.tools import load_tool_modules
+
+EXECUTE_TASK = "outcomes.execute"
+
+
+def embedded_broker(home: Path = DEFAULT_HOME) -> tuple[str, dict[str, Any]]:
+    """kombu's filesystem transport: a queue in a folder, no server, shared by processes."""
+    queue_dir = (home / "broker" / "queue").resolve()
+    processed = (home / "broker" / "processed").resolve()
+    queue_dir.mkdir(parents=True, exist_ok=True)
+    processed.mkdir(parents=True, exist_ok=True)
+    options = {
+        "data_folder_in": str(queue_dir),
+        "data_folder_out": str(queue_dir),
+        "processed_folder": str(processed),
+        "store_processed": False,
+        "polling_interval": 0.05,
+    }
+    return "filesystem://", options
+
+
+def broker_settings(settings: Settings) -> tuple[str, dict[str, Any]]:
+    if settings.broker_url is None:
+        return embedded_broker()
+    options: dict[str, Any] = {}
+    if settings.broker_url.startswith(("redis://", "rediss://")):
+        # Redis redelivers unacked work after this; the ledger's claim makes that harmless.
+        options["visibility_timeout"] = int(os.environ.get("OUTCOMES_REDIS_VISIBILITY_S", 3600))
+    return settings.broker_url, options
+
+
+def make_celery(settings: Settings | None = None) -> Celery:
+    settings = settings or load_settings()
+    broker, transport_options = broker_settings(settings)
+    app = Celery("outcomes", broker=broker, set_as_current=False)
+    app.conf.update(
+        broker_transport_options=transport_options,
+        broker_connection_retry_on_startup=True,
+        result_backend=None,
+        task_ignore_result=True,
+        task_store_errors_even_if_ignored=False,
+        task_acks_late=True,
+        # A killed worker's message goes back to the queue; the claim stops a second run.
+        task_reject_on_worker_lost=True,
+        task_default_queue=settings.queue,
+        task_routes={EXECUTE_TASK: {"queue": settings.queue}},
+        task_serializer="json",
+        accept_content=["json"],
+        task_publish_retry=True,
+        task_publish_retry_policy={
+            "max_retries": 2,
+            "interval_start": 0,
+            "interval_step": 0.2,
+            "interval_max": 0.5,
+        },
+        worker_prefetch_multiplier=int(os.environ.get("OUTCOMES_PREFETCH", 4)),
+        worker_hijack_root_logger=False,
+        worker_send_task_events=False,
+        task_send_sent_event=False,
+        worker_disable_rate_limits=True,
+    )
+    load_tool_modules(settings.tools)
+    app.autodiscover_tasks(["workers"], related_name="tasks", force=True)
+    return app

@@ -1,0 +1,26 @@
+"""Hands job ids to the broker (only the id: arguments and secrets stay in the ledger)."""
+
+from __future__ import annotations
+
+from celery import Celery
+from kombu.exceptions import KombuError, OperationalError
+
+from ledger.persistence.submit import DispatchError
+from workers.app import EXECUTE_TASK
+
+
+class CeleryDispatcher:
+    def __init__(self, app: Celery, queue: str) -> None:
+        self.app = app
+        self.queue = queue
+
+    def dispatch(self, job_id: str, delay_s: float = 0.0) -> None:
+        try:
+            self.app.send_task(
+                EXECUTE_TASK,
+                args=[job_id],
+                queue=self.queue,
+                countdown=delay_s if delay_s > 0 else None,
+            )
+        except (KombuError, OperationalError, OSError) as exc:
+            raise DispatchError(f"broker refused job {job_id}: {type(exc).__name__}") from exc

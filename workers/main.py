@@ -1,0 +1,18 @@
+"""Entry point for a worker process (`outcomes worker` and the compose file call it)."""
+
+from __future__ import annotations
+
+from celery import Celery
+
+from ledger.settings import load_settings
+from workers.app import make_celery
+
+app: Celery = make_celery()
+
+
+def run_worker(concurrency: int | None, pool: str, loglevel: str) -> None:
+    argv = ["worker", f"--loglevel={loglevel}", "-Q", load_settings().queue, f"--pool={pool}"]
+    if concurrency:
+        argv.append(f"--concurrency={concurrency}")
+    argv += ["--without-heartbeat", "--without-gossip", "--without-mingle"]
+    app.worker_main(argv)

@@ -1,0 +1,42 @@
+"""The one task: execute a job by id. Everything it decides is recorded in the ledger."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from functools import cache
+
+from celery import Task, shared_task
+
+from ledger.errors import StorageUnavailableError
+from ledger.execution import Execution, Executor
+from ledger.persistence.open import open_store
+from ledger.settings import load_settings
+from workers.app import EXECUTE_TASK
+from workers.dispatch import CeleryDispatcher
+
+log = logging.getLogger(__name__)
+
+
+@cache
+def _executor(pid: int) -> Executor:
+    """One store (and connection pool) per worker process, made after the fork."""
+    settings = load_settings()
+    store = open_store(settings.database_url, pool_size=2)
+    return Executor(store, f"{socket.gethostname()}:{pid}", lease_s=settings.lease_s)
+
+
+@shared_task(name=EXECUTE_TASK, bind=True, acks_late=True, max_retries=8)
+def execute(self: Task, job_id: str) -> None:
+    try:
+        result: Execution = _executor(os.getpid()).execute(job_id)
+    except StorageUnavailableError as exc:
+        # Fail closed: the brake could not be read, so nothing started. Try again later; if
+        # the broker loses this, the reconciler re-dispatches the job.
+        log.warning("job %s: ledger unavailable (%s); retrying", job_id, exc)
+        raise self.retry(countdown=min(2**self.request.retries, 30)) from exc
+    log.info("job %s: %s %s", job_id, result.claim.value, result.event_type or "")
+    if result.retry_in_s is not None:
+        settings = load_settings()
+        CeleryDispatcher(self.app, settings.queue).dispatch(job_id, result.retry_in_s)
