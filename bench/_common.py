@@ -34,7 +34,7 @@ def libpq_url(url: str) -> str:
     return parsed.render_as_string(hide_password=False)
 
 
-def _admin_execute(admin_url: str, statement: sql.Composable) -> None:
+def _admin_execute(admin_url: str, statement: sql.Composed) -> None:
     with psycopg.connect(libpq_url(admin_url), autocommit=True) as conn:
         conn.execute(statement)
 

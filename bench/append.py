@@ -230,7 +230,8 @@ def connected(url: str) -> Iterator[Bench]:
 
 def server_settings(conn: psycopg.Connection[Any]) -> dict[str, str]:
     names = ("server_version", "synchronous_commit", "fsync", "wal_sync_method")
-    settings = {name: str(conn.execute(f"SHOW {name}").fetchone()[0]) for name in names}  # type: ignore[index]
+    query = "SELECT current_setting(%s)"
+    settings = {name: str(conn.execute(query, (name,)).fetchall()[0][0]) for name in names}
     conn.commit()
     return settings
 
@@ -293,10 +294,13 @@ def report_table(options: Options, summaries: dict[str, Summary], server: dict[s
 
 def main(argv: Sequence[str] | None = None) -> int:
     options = parse_options(argv)
-    with exit_cleanly_on_sigterm(), ledger_database(options.database_url) as url:
-        with connected(url) as bench:
-            server = server_settings(bench.conn)
-            summaries = run_rounds(bench, options)
+    with (
+        exit_cleanly_on_sigterm(),
+        ledger_database(options.database_url) as url,
+        connected(url) as bench,
+    ):
+        server = server_settings(bench.conn)
+        summaries = run_rounds(bench, options)
     report = report_json if options.as_json else report_table
     print(report(options, summaries, server))
     return 0

@@ -10,7 +10,9 @@ import psycopg
 import pytest
 from psycopg import sql
 
-PG_ADMIN_DSN = os.environ.get("OUTCOMES_TEST_PG_DSN", "host=127.0.0.1 port=5432 user=postgres dbname=postgres")
+PG_ADMIN_DSN = os.environ.get(
+    "OUTCOMES_TEST_PG_DSN", "host=127.0.0.1 port=5432 user=postgres dbname=postgres"
+)
 PG_HOST = "postgres@127.0.0.1:5432"
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 
