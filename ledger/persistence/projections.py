@@ -15,6 +15,7 @@ from sqlalchemy import Connection, Table, delete, insert, select, update
 from ledger.brake_view import BrakeView, evolve_brake
 from ledger.events import JOB_EVENT_TYPES, RecordedEvent, job_id_of
 from ledger.job_view import JobView, evolve
+from ledger.persistence.notify import JobNotifier
 from ledger.persistence.schema import brakes, jobs, tokens
 from ledger.persistence.store import EventStore, Projection
 from ledger.token_view import TokenView, evolve_token
@@ -124,6 +125,7 @@ def _data_key(field: str) -> Callable[[RecordedEvent], str]:
 
 def default_projections() -> list[Projection]:
     return [
+        JobNotifier(),
         ViewProjection(
             jobs, JobView, JOB_EVENT_TYPES, lambda e: job_id_of(e.stream_id), evolve, _job_columns
         ),
