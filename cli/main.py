@@ -6,6 +6,7 @@ import click
 
 from cli.audit_commands import audit
 from cli.ledger_commands import migrate, rebuild
+from cli.reconcile_commands import reconcile
 from cli.worker_commands import worker
 
 
@@ -23,6 +24,7 @@ cli.add_command(migrate)
 cli.add_command(rebuild)
 cli.add_command(audit)
 cli.add_command(worker)
+cli.add_command(reconcile)
 
 
 def main() -> None:

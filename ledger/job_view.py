@@ -62,6 +62,7 @@ class JobView(BaseModel):
     error: ErrorInfo | None = None
     recorded_by: str
     ledger_position: int
+    stream_version: int = 1  # writers that act on this view append after this version
     created_at: datetime
     updated_at: datetime
     lease_expires_at: datetime | None = None
@@ -133,7 +134,11 @@ def evolve(view: JobView | None, event: RecordedEvent) -> JobView:
     payload = event.payload
     if view is None:
         return _first(event, payload)
-    stamp: dict[str, Any] = {"ledger_position": event.position, "updated_at": event.recorded_at}
+    stamp: dict[str, Any] = {
+        "ledger_position": event.position,
+        "stream_version": event.stream_version,
+        "updated_at": event.recorded_at,
+    }
     return view.model_copy(update=stamp | _change(view, payload))
 
 

@@ -24,3 +24,12 @@ class CeleryDispatcher:
             )
         except (KombuError, OperationalError, OSError) as exc:
             raise DispatchError(f"broker refused job {job_id}: {type(exc).__name__}") from exc
+
+
+def dispatcher_from_settings() -> CeleryDispatcher:
+    """The dispatcher the API, the reconciler and the CLI use (one Celery app per process)."""
+    from ledger.settings import load_settings
+    from workers.app import make_celery
+
+    settings = load_settings()
+    return CeleryDispatcher(make_celery(settings), settings.queue)
