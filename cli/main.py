@@ -5,8 +5,11 @@ from __future__ import annotations
 import click
 
 from cli.audit_commands import audit
+from cli.brake_commands import brake
+from cli.jobs_commands import jobs
 from cli.ledger_commands import migrate, rebuild
 from cli.reconcile_commands import reconcile
+from cli.token_commands import tokens
 from cli.worker_commands import worker
 
 
@@ -25,6 +28,9 @@ cli.add_command(rebuild)
 cli.add_command(audit)
 cli.add_command(worker)
 cli.add_command(reconcile)
+cli.add_command(brake)
+cli.add_command(jobs)
+cli.add_command(tokens)
 
 
 def main() -> None:

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection, false, func, select
 
 from ledger.brake_view import BrakeView
 from ledger.brakes import parse_scope
+from ledger.chain import format_time
+from ledger.codes import Status
 from ledger.errors import LedgerError
 from ledger.events import BrakePulled, BrakeReleased, NewEvent
 from ledger.persistence.locks import BRAKE_LOCK_KEY, lock_exclusive
-from ledger.persistence.schema import brakes
+from ledger.persistence.schema import brakes, jobs
 from ledger.persistence.store import NO_STREAM, EventStore
 
 
@@ -67,3 +70,33 @@ def _load(conn: Connection, brake_id: str) -> BrakeView:
     view = _find(conn, brake_id)
     assert view is not None  # written in this transaction
     return view
+
+
+def queued_jobs(conn: Connection, scope: str) -> int:
+    """Jobs this brake holds back now: open and not running (queued or waiting to retry)."""
+    query = select(func.count()).where(
+        jobs.c.terminal == false(),
+        jobs.c.status.in_([Status.QUEUED.value, Status.RETRYING.value]),
+    )
+    kind, _, name = scope.partition(":")
+    if kind == "tool":
+        query = query.where(jobs.c.tool == name)
+    elif kind == "account":
+        query = query.where(jobs.c.account == name)
+    return int(conn.execute(query).scalar_one())
+
+
+def brake_listing(store: EventStore) -> list[dict[str, Any]]:
+    """The shape of `GET /v1/brakes` and `outcomes brake status --json` items."""
+    with store.reading() as conn:
+        return [
+            {
+                "brake_id": b.brake_id,
+                "scope": b.scope,
+                "reason": b.reason,
+                "operator": b.operator,
+                "pulled_at": format_time(b.pulled_at),
+                "queued_jobs": queued_jobs(conn, b.scope),
+            }
+            for b in active_brakes(conn)
+        ]

@@ -1,0 +1,74 @@
+"""`outcomes jobs …`: read jobs' envelopes straight from the ledger."""
+
+from __future__ import annotations
+
+import uuid
+
+import click
+
+from cli.errors import fail, reports_errors
+from cli.output import emit_json, json_option
+from ledger.job_view import JobView, envelope
+from ledger.persistence.jobs import get_job, list_jobs
+from ledger.persistence.open import open_store
+
+
+@click.group()
+def jobs() -> None:
+    """Inspect jobs: their status, outcome and the agent's next action."""
+
+
+@jobs.command("show")
+@click.argument("job_id")
+@json_option
+@reports_errors
+def show(job_id: str, as_json: bool) -> None:
+    """Show one job's envelope (exactly what `GET /v1/jobs/{id}` returns)."""
+    try:
+        uuid.UUID(job_id)
+    except ValueError:
+        fail(f"{job_id!r} is not a job id (a UUID)")
+    store = open_store()
+    view = get_job(store, job_id)
+    store.engine.dispose()
+    if view is None:
+        fail(f"no job {job_id}")
+        return
+    body = envelope(view).model_dump(mode="json")
+    if as_json:
+        emit_json(body)
+        return
+    for key, value in body.items():
+        if value not in (None, [], {}):
+            click.echo(f"{key:>16}: {value}")
+
+
+@jobs.command("list")
+@click.option("--account", help="Only this account's jobs.")
+@click.option("--after", type=click.IntRange(min=0), default=0, help="Ledger position cursor.")
+@click.option("--limit", type=click.IntRange(1, 10000), default=50, show_default=True)
+@json_option
+@reports_errors
+def list_command(account: str | None, after: int, limit: int, as_json: bool) -> None:
+    """List jobs that changed after a ledger position, oldest change first."""
+    store = open_store()
+    views = list_jobs(store, account=account, after=after, limit=limit)
+    store.engine.dispose()
+    if as_json:
+        items = [envelope(v).model_dump(mode="json") for v in views]
+        cursor = views[-1].ledger_position if views else after
+        emit_json({"items": items, "next_cursor": cursor, "count": len(items)})
+        return
+    click.echo(_row("JOB", "ACCOUNT", "TOOL", "STATUS", "CODE", "NEXT ACTION"))
+    for v in views:
+        click.echo(_line(v))
+
+
+def _row(*cells: str) -> str:
+    widths = (36, 12, 26, 10, 22, 22)
+    return "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
+
+
+def _line(v: JobView) -> str:
+    code = v.code.value if v.code else "-"
+    return _row(v.job_id, v.account, v.tool, v.status.value, code, v.next_action.value)

@@ -1,0 +1,79 @@
+"""`outcomes tokens …`: API tokens, scoped to an account and a role, stored hashed."""
+
+from __future__ import annotations
+
+import getpass
+
+import click
+
+from cli.errors import reports_errors
+from cli.output import emit_json, json_option
+from ledger.persistence.open import open_store
+from ledger.persistence.tokens import ROLES, create_token, list_tokens, revoke_token
+from ledger.token_view import TokenView
+
+
+@click.group()
+def tokens() -> None:
+    """Create, list and revoke API tokens."""
+
+
+@tokens.command("create")
+@click.option("--account", required=True, help="Account the token acts for ('*' = all).")
+@click.option("--role", required=True, type=click.Choice(ROLES), help="What the token may do.")
+@click.option("--tools", help="Comma-separated tools the token may call (default: all).")
+@json_option
+@reports_errors
+def create(account: str, role: str, tools: str | None, as_json: bool) -> None:
+    """Create a token and print it once: only its hash is stored."""
+    names = [t.strip() for t in tools.split(",") if t.strip()] if tools else None
+    store = open_store()
+    issued = create_token(store, account, role, names, actor=f"cli:{getpass.getuser()}")
+    store.engine.dispose()
+    if as_json:
+        emit_json({"id": issued.view.token_id, "token": issued.token})
+    else:
+        click.echo(f"token {issued.view.token_id} ({role} for {account}); shown once:")
+        click.echo(issued.token)
+
+
+def _item(view: TokenView) -> dict[str, object]:
+    return {
+        "id": view.token_id,
+        "account": view.account,
+        "role": view.role,
+        "tools": view.tools,
+        "revoked": view.revoked,
+    }
+
+
+@tokens.command("list")
+@json_option
+@reports_errors
+def list_command(as_json: bool) -> None:
+    """List tokens (never their values)."""
+    store = open_store()
+    views = list_tokens(store)
+    store.engine.dispose()
+    if as_json:
+        emit_json({"tokens": [_item(v) for v in views]})
+        return
+    for v in views:
+        state = "revoked" if v.revoked else "active"
+        tools = ",".join(v.tools) if v.tools else "all tools"
+        click.echo(f"{v.token_id}  {v.account:<12} {v.role:<8} {state:<7} {tools}")
+
+
+@tokens.command("revoke")
+@click.argument("token_id")
+@json_option
+@reports_errors
+def revoke(token_id: str, as_json: bool) -> None:
+    """Revoke a token: it is refused (401) from the next request on."""
+    store = open_store()
+    view = revoke_token(store, token_id, actor=f"cli:{getpass.getuser()}")
+    store.engine.dispose()
+    if as_json:
+        emit_json(_item(view))
+    else:
+        click.echo(f"token {view.token_id} revoked")
