@@ -6,9 +6,11 @@ import click
 
 from cli.audit_commands import audit
 from cli.brake_commands import brake
+from cli.demo import demo
 from cli.jobs_commands import jobs
 from cli.ledger_commands import migrate, rebuild
 from cli.reconcile_commands import reconcile
+from cli.serve_commands import serve
 from cli.token_commands import tokens
 from cli.worker_commands import worker
 
@@ -31,6 +33,8 @@ cli.add_command(reconcile)
 cli.add_command(brake)
 cli.add_command(jobs)
 cli.add_command(tokens)
+cli.add_command(serve)
+cli.add_command(demo)
 
 
 def main() -> None:

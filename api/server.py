@@ -1,0 +1,69 @@
+"""Running the API under uvicorn: in the foreground (`outcomes serve`) or in a background
+thread (the demo and tests that need a real HTTP server on 127.0.0.1)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import uvicorn
+
+from api.app import create_app
+from ledger.persistence.store import EventStore
+from ledger.persistence.submit import Dispatcher
+
+
+def _config(
+    store: EventStore | None, dispatcher: Dispatcher | None, host: str, port: int, log: str
+) -> uvicorn.Config:
+    return uvicorn.Config(
+        create_app(store, dispatcher),
+        host=host,
+        port=port,
+        log_level=log,
+        access_log=False,  # request lines carry no tokens, but keep logs quiet by default
+        proxy_headers=False,
+    )
+
+
+def serve(
+    store: EventStore | None,
+    dispatcher: Dispatcher | None,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    log_level: str = "info",
+) -> None:
+    uvicorn.Server(_config(store, dispatcher, host, port, log_level)).run()
+
+
+class BackgroundServer:
+    """A uvicorn server on a thread; `start()` returns once it accepts connections."""
+
+    def __init__(
+        self,
+        store: EventStore,
+        dispatcher: Dispatcher | None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+    ) -> None:
+        self._server = uvicorn.Server(_config(store, dispatcher, host, port, "warning"))
+        self._thread = threading.Thread(target=self._server.run, name="api", daemon=True)
+
+    @property
+    def url(self) -> str:
+        sockets = [s for server in self._server.servers for s in server.sockets]
+        host, port = sockets[0].getsockname()[:2]
+        return f"http://{host}:{port}"
+
+    def start(self, timeout_s: float = 20.0) -> str:
+        self._thread.start()
+        deadline = time.monotonic() + timeout_s
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the API server did not start")
+            time.sleep(0.02)  # polling uvicorn's own started flag
+        return self.url
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=10)

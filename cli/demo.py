@@ -1,0 +1,194 @@
+"""`outcomes demo`: every seed scenario through the real API and a real worker, on embedded
+defaults in a scratch folder, printed as one table (scenario, status, code, next_action)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import click
+import orjson
+
+from cli.errors import reports_errors
+from cli.output import emit_json, json_option
+from cli.processes import start_worker, stop
+from ledger.persistence import migrate as migrations
+from ledger.persistence.brakes import pull, release
+from ledger.persistence.open import open_store
+from ledger.persistence.store import EventStore
+from ledger.persistence.tokens import create_token
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    tool: str
+    args: dict[str, Any]
+    token: str = "agent"  # which demo token submits it
+    before: Callable[[EventStore], None] | None = field(default=None, compare=False)
+
+
+def _scenarios(brakes: list[str]) -> list[Scenario]:
+    def brake_mail(store: EventStore) -> None:
+        view = pull(store, "tool:mail.send_release_note", "demo: mail provider incident", "demo")
+        brakes.append(view.brake_id)
+
+    sweep = {"keywords": ["outcome ledger"]}
+    return [
+        Scenario("tracker: read an issue", "tracker.read_issue", {"issue_ref": "T-1"}),
+        Scenario("tracker: no reference given", "tracker.read_issue", {}),
+        Scenario("tracker: reference of the wrong type", "tracker.read_issue", {"issue_ref": 7}),
+        Scenario("tracker: ambiguous reference", "tracker.read_issue", {"issue_ref": "checkout"}),
+        Scenario(
+            "tracker: connector disabled",
+            "tracker.read_issue",
+            {"issue_ref": "T-1", "connector": "disabled"},
+        ),
+        Scenario(
+            "tracker: identity lacks read scope",
+            "tracker.read_issue",
+            {"issue_ref": "T-1", "connector": "no_scope"},
+        ),
+        Scenario(
+            "tracker: source times out repeatedly",
+            "tracker.read_issue",
+            {"issue_ref": "T-2", "connector": "timeout"},
+        ),
+        Scenario(
+            "tracker: stale source, labelled partial",
+            "tracker.read_issue",
+            {"issue_ref": "T-2", "connector": "stale"},
+        ),
+        Scenario(
+            "social card: cover already exists",
+            "social.draw_card",
+            {"post_id": "p-42", "has_cover": True},
+        ),
+        Scenario(
+            "mail-out: some recipients skipped",
+            "mail.send_release_note",
+            {"recipients": ["ana@example.com", "bob-at-example", "cy@example.com"]},
+        ),
+        Scenario("keyword sweep 1 of 3", "seo.keyword_sweep", sweep),
+        Scenario("keyword sweep 2 of 3", "seo.keyword_sweep", sweep),
+        Scenario("keyword sweep 3 of 3", "seo.keyword_sweep", sweep),
+        Scenario("keyword sweep past the quota", "seo.keyword_sweep", sweep),
+        Scenario("a tool this runtime lacks", "crm.export_contacts", {}),
+        Scenario("token not allowed this tool", "social.draw_card", {"post_id": "p-1"}, "narrow"),
+        Scenario("tool returns nothing", "debug.return_nothing", {}),
+        Scenario("tool crashes", "debug.crash", {"secret": "demo-secret-value"}),
+        Scenario("tool runs past its deadline", "debug.slow", {"seconds": 5}),
+        Scenario(
+            "brake pulled on the mail-out",
+            "mail.send_release_note",
+            {"recipients": ["ana@example.com"]},
+            before=brake_mail,
+        ),
+    ]
+
+
+class Client:
+    """A tiny HTTP client (stdlib only) that speaks the API's JSON and problem+json."""
+
+    def __init__(self, base: str) -> None:
+        self.base = base
+
+    def call(self, method: str, path: str, token: str, body: Any = None) -> tuple[int, Any]:
+        data = orjson.dumps(body) if body is not None else None
+        request = urllib.request.Request(self.base + path, data=data, method=method)
+        request.add_header("Authorization", f"Bearer {token}")
+        request.add_header("Content-Type", "application/json")
+        try:
+            with urllib.request.urlopen(request, timeout=90) as response:
+                return response.status, orjson.loads(response.read())
+        except urllib.error.HTTPError as error:
+            return error.code, orjson.loads(error.read())
+
+
+def _run(client: Client, tokens: dict[str, str], store: EventStore, sc: Scenario) -> dict[str, Any]:
+    if sc.before is not None:
+        sc.before(store)
+    status, body = client.call(
+        "POST", "/v1/jobs", tokens[sc.token], {"tool": sc.tool, "args": sc.args}
+    )
+    job_id = body.get("job_id")
+    if job_id is None:
+        raise click.ClickException(f"{sc.name}: HTTP {status} without a job id: {body}")
+    envelope = body
+    deadline = time.monotonic() + 60
+    while True:
+        _, envelope = client.call("GET", f"/v1/jobs/{job_id}?wait=20", tokens["agent"])
+        if envelope.get("terminal") or time.monotonic() > deadline:
+            break
+    error = envelope.get("error") or {}
+    return {
+        "scenario": sc.name,
+        "http": status,
+        "status": envelope.get("status"),
+        "code": error.get("code"),
+        "next_action": envelope.get("next_action"),
+        "job_id": job_id,
+    }
+
+
+@click.command()
+@click.option(
+    "--home",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Folder for the demo's ledger and broker (default: a new temporary folder).",
+)
+@json_option
+@reports_errors
+def demo(home: Path | None, as_json: bool) -> None:
+    """Run every seed scenario through the real API and a real worker on embedded defaults,
+    and print what each one recorded: status, code and the agent's next action."""
+    from api.server import BackgroundServer  # the CLI starts the API by its entry point
+    from workers.dispatch import dispatcher_from_settings
+
+    folder = home or Path(tempfile.mkdtemp(prefix="outcomes-demo-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    os.chdir(folder)  # the embedded ledger and broker live under ./.outcomes
+    for name in ("OUTCOMES_DATABASE_URL", "OUTCOMES_BROKER_URL", "OUTCOMES_QUEUE"):
+        os.environ.pop(name, None)
+    os.environ["OUTCOMES_TOOLS"] = "examples.seed_tools"
+    store = open_store()
+    migrations.upgrade(store.engine)
+    tokens = {
+        "agent": create_token(store, "demo", "agent", None, "demo").token,
+        "narrow": create_token(store, "demo", "agent", ["tracker.read_issue"], "demo").token,
+    }
+    worker = start_worker(log=folder / "worker.log")
+    server = BackgroundServer(store, dispatcher_from_settings())
+    brakes: list[str] = []
+    rows = []
+    try:
+        client = Client(server.start())
+        scenarios = _scenarios(brakes)
+        with click.progressbar(
+            scenarios, label="scenarios", file=click.get_text_stream("stderr")
+        ) as bar:
+            for scenario in bar:
+                rows.append(_run(client, tokens, store, scenario))
+    finally:
+        for brake_id in brakes:
+            release(store, brake_id, "demo finished", "demo")
+        server.stop()
+        stop(worker)
+        store.engine.dispose()
+    if as_json:
+        emit_json({"home": str(folder), "rows": rows})
+        return
+    click.echo(f"{'SCENARIO':<40} {'STATUS':<10} {'CODE':<24} NEXT ACTION")
+    for row in rows:
+        click.echo(
+            f"{row['scenario']:<40} {row['status'] or '-':<10} {row['code'] or '-':<24} "
+            f"{row['next_action']}"
+        )
+    click.echo(f"\nledger: {folder / '.outcomes' / 'ledger.db'}")
