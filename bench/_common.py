@@ -77,10 +77,40 @@ def seconds_for(run: Callable[[], None]) -> float:
 
 
 @dataclass(frozen=True)
+class Timing:
+    """One timed run of `n` operations: wall-clock and this process's CPU seconds."""
+
+    n: int
+    wall_s: float
+    cpu_s: float
+
+    @property
+    def rate(self) -> float:
+        return self.n / self.wall_s
+
+    @property
+    def cpu_us(self) -> float:
+        """Client CPU (Python, driver, socket calls) per operation, in microseconds."""
+        return self.cpu_s / self.n * 1e6
+
+
+def timed(n: int, run: Callable[[], None]) -> Timing:
+    wall, cpu = time.perf_counter(), time.process_time()
+    run()
+    return Timing(n, time.perf_counter() - wall, time.process_time() - cpu)
+
+
+@dataclass(frozen=True)
 class Summary:
-    """Rates (operations per second) of one variant over the timed rounds."""
+    """Rates (operations per second) of one variant over the timed rounds; optionally the
+    client CPU per operation (microseconds) of each round."""
 
     rates: tuple[float, ...]
+    cpu_us: tuple[float, ...] = ()
+
+    @classmethod
+    def of(cls, timings: Sequence[Timing]) -> Summary:
+        return cls(tuple(t.rate for t in timings), tuple(t.cpu_us for t in timings))
 
     @property
     def median(self) -> float:
@@ -93,6 +123,10 @@ class Summary:
     @property
     def high(self) -> float:
         return max(self.rates)
+
+    @property
+    def median_cpu_us(self) -> float | None:
+        return statistics.median(self.cpu_us) if self.cpu_us else None
 
 
 def render_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:

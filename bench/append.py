@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
@@ -43,12 +44,13 @@ import psycopg
 
 from bench._common import (
     Summary,
+    Timing,
     exit_cleanly_on_sigterm,
     libpq_url,
     render_table,
     scratch_database,
-    seconds_for,
     sqlalchemy_url,
+    timed,
 )
 from ledger.chain import event_hash, normalize_data
 from ledger.events import JobAccepted, NewEvent, WorkStarted, job_stream
@@ -172,34 +174,34 @@ class Bench:
     store: EventStore
     conn: psycopg.Connection[Any]
 
-    def baseline_rate(self, n: int) -> float:
+    def baseline(self, n: int) -> Timing:
         rows = [baseline_row(job_accepted()) for _ in range(n)]
-        return n / seconds_for(lambda: insert_rows(self.conn, rows))
+        return timed(n, lambda: insert_rows(self.conn, rows))
 
-    def ours_rates(self, n: int) -> dict[str, float]:
+    def ours(self, n: int) -> dict[str, Timing]:
         created = new_jobs(n)
         started = work_started([stream_id for stream_id, _ in created])
-        new = seconds_for(lambda: append_each(self.store, created, expected_version=0))
-        nxt = seconds_for(lambda: append_each(self.store, started, expected_version=1))
-        return {APPEND_NEW: n / new, APPEND_NEXT: n / nxt}
+        new = timed(n, lambda: append_each(self.store, created, expected_version=0))
+        nxt = timed(n, lambda: append_each(self.store, started, expected_version=1))
+        return {APPEND_NEW: new, APPEND_NEXT: nxt}
 
-    def round(self, n: int, baseline_first: bool) -> dict[str, float]:
+    def round(self, n: int, baseline_first: bool) -> dict[str, Timing]:
         if baseline_first:
-            base = self.baseline_rate(n)
-            ours = self.ours_rates(n)
+            base = self.baseline(n)
+            ours = self.ours(n)
         else:
-            ours = self.ours_rates(n)
-            base = self.baseline_rate(n)
+            ours = self.ours(n)
+            base = self.baseline(n)
         return {BASELINE: base, **ours}
 
 
 def run_rounds(bench: Bench, options: Options) -> dict[str, Summary]:
     bench.round(min(WARMUP_N, options.n), baseline_first=True)  # warm-up, discarded
-    rates: dict[str, list[float]] = {v: [] for v in VARIANTS}
+    timings: dict[str, list[Timing]] = {v: [] for v in VARIANTS}
     for number in range(options.rounds):
-        for variant, rate in bench.round(options.n, baseline_first=number % 2 == 0).items():
-            rates[variant].append(rate)
-    return {v: Summary(tuple(r)) for v, r in rates.items()}
+        for variant, timing in bench.round(options.n, baseline_first=number % 2 == 0).items():
+            timings[variant].append(timing)
+    return {v: Summary.of(t) for v, t in timings.items()}
 
 
 # --- databases -------------------------------------------------------------------------------
@@ -239,54 +241,74 @@ def server_settings(conn: psycopg.Connection[Any]) -> dict[str, str]:
 # --- report ----------------------------------------------------------------------------------
 
 
-def ratios(summaries: dict[str, Summary]) -> dict[str, float]:
-    base = summaries[BASELINE].median
-    return {v: summaries[v].median / base for v in OURS}
+@dataclass(frozen=True)
+class Run:
+    options: Options
+    server: dict[str, str]
+    load: tuple[float, float]  # 1-minute load average before and after: noise indicator
+    summaries: dict[str, Summary]
+
+    @property
+    def ratios(self) -> dict[str, float]:
+        base = self.summaries[BASELINE].median
+        return {v: self.summaries[v].median / base for v in OURS}
+
+    @property
+    def goal_met(self) -> bool:
+        return all(r >= GOAL for r in self.ratios.values())
 
 
-def report_json(options: Options, summaries: dict[str, Summary], server: dict[str, str]) -> str:
-    ratio = ratios(summaries)
+def report_json(run: Run) -> str:
+    summaries = run.summaries
     return json.dumps(
         {
             "bench": "append",
-            "n": options.n,
-            "rounds": options.rounds,
-            "server": server,
+            "n": run.options.n,
+            "rounds": run.options.rounds,
+            "server": run.server,
+            "load_avg_1m": list(run.load),
             "median_eps": {v: round(s.median, 1) for v, s in summaries.items()},
             "rates_eps": {v: [round(r, 1) for r in s.rates] for v, s in summaries.items()},
-            "ratio": {v: round(r, 3) for v, r in ratio.items()},
+            "client_cpu_us": {v: round(cpu_us(s), 1) for v, s in summaries.items()},
+            "ratio": {v: round(r, 3) for v, r in run.ratios.items()},
             "goal_ratio": GOAL,
-            "goal_met": all(r >= GOAL for r in ratio.values()),
+            "goal_met": run.goal_met,
         }
     )
 
 
-def report_table(options: Options, summaries: dict[str, Summary], server: dict[str, str]) -> str:
-    ratio = ratios(summaries) | {BASELINE: 1.0}
-    rows = [
-        [
-            v,
-            f"{s.median:,.0f}",
-            f"{s.low:,.0f}",
-            f"{s.high:,.0f}",
-            f"{1e6 / s.median:,.0f}",
-            f"{ratio[v]:.2f}x",
-        ]
-        for v, s in summaries.items()
+def cpu_us(summary: Summary) -> float:
+    return summary.median_cpu_us or 0.0
+
+
+def table_row(variant: str, summary: Summary, ratio: float) -> list[str]:
+    return [
+        variant,
+        f"{summary.median:,.0f}",
+        f"{summary.low:,.0f}",
+        f"{summary.high:,.0f}",
+        f"{1e6 / summary.median:,.0f}",
+        f"{cpu_us(summary):,.0f}",
+        f"{ratio:.2f}x",
     ]
-    headers = ["variant", "median ev/s", "min ev/s", "max ev/s", "us/event", "vs baseline"]
-    verdicts = [
-        f"  {v}: {ratio[v]:.2f}x -> {'met' if ratio[v] >= GOAL else 'NOT met'}" for v in OURS
-    ]
-    settings = ", ".join(f"{k}={v}" for k, v in server.items())
+
+
+def report_table(run: Run) -> str:
+    ratio = run.ratios | {BASELINE: 1.0}
+    headers = ["variant", "median ev/s", "min", "max", "us/event", "client cpu us", "ours/base"]
+    rows = [table_row(v, s, ratio[v]) for v, s in run.summaries.items()]
+    settings = ", ".join(f"{k}={v}" for k, v in run.server.items())
+    verdicts = [f"  {v}: {ratio[v]:.2f}x {'met' if ratio[v] >= GOAL else 'NOT met'}" for v in OURS]
     return "\n".join(
         [
-            f"append benchmark: {options.rounds} rounds x {options.n} events per variant, "
-            f"one event per transaction ({settings})",
+            f"append: {run.options.rounds} rounds x {run.options.n} single-event transactions"
+            f" per variant, interleaved (medians over rounds)",
+            f"postgres: {settings}",
+            f"load average (1 min) before/after: {run.load[0]:.2f} / {run.load[1]:.2f}",
             "",
             render_table(headers, rows),
             "",
-            f"goal: ours / baseline >= {GOAL:.1f}x (median rates)",
+            f"goal: ours / baseline >= {GOAL:.1f}x -> {'met' if run.goal_met else 'NOT met'}",
             *verdicts,
         ]
     )
@@ -294,6 +316,7 @@ def report_table(options: Options, summaries: dict[str, Summary], server: dict[s
 
 def main(argv: Sequence[str] | None = None) -> int:
     options = parse_options(argv)
+    load_before = os.getloadavg()[0]
     with (
         exit_cleanly_on_sigterm(),
         ledger_database(options.database_url) as url,
@@ -301,8 +324,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ):
         server = server_settings(bench.conn)
         summaries = run_rounds(bench, options)
-    report = report_json if options.as_json else report_table
-    print(report(options, summaries, server))
+    run = Run(options, server, (load_before, os.getloadavg()[0]), summaries)
+    print(report_json(run) if options.as_json else report_table(run))
     return 0
 
 

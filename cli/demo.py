@@ -167,15 +167,13 @@ def demo(home: Path | None, as_json: bool) -> None:
     worker = start_worker(log=folder / "worker.log")
     server = BackgroundServer(store, dispatcher_from_settings())
     brakes: list[str] = []
-    rows = []
+    rows: list[dict[str, Any]] = []
     try:
         client = Client(server.start())
         scenarios = _scenarios(brakes)
-        with click.progressbar(
-            scenarios, label="scenarios", file=click.get_text_stream("stderr")
-        ) as bar:
-            for scenario in bar:
-                rows.append(_run(client, tokens, store, scenario))
+        for number, scenario in enumerate(scenarios, start=1):
+            click.echo(f"[{number}/{len(scenarios)}] {scenario.name}", err=True)
+            rows.append(_run(client, tokens, store, scenario))
     finally:
         for brake_id in brakes:
             release(store, brake_id, "demo finished", "demo")
