@@ -76,6 +76,8 @@ class ProblemKind(StrEnum):
     VERSION_GAP = "version_gap"  # a version is missing before this one (deleted row)
     DIGEST_MISMATCH = "digest_mismatch"  # the event a digest names has another hash now
     DIGEST_TRUNCATED = "digest_truncated"  # a stream ends before the version a digest names
+    DIGEST_EXTRA = "digest_extra"  # an event within the digest's span that it did not see
+    DIGEST_COUNT = "digest_count"  # the digest's span holds another number of events now
 
 
 @dataclass(frozen=True)
@@ -123,23 +125,42 @@ class ChainLink:
     hash: str
 
 
-def verify_chain(
-    links: Iterable[ChainLink],
-    expected_heads: Mapping[str, tuple[int, str]] | None = None,
-) -> VerifyReport:
-    """Check every link in position order; with `expected_heads` (from a digest) also check
-    that each named stream still has that version with that hash."""
+@dataclass(frozen=True)
+class Checkpoint:
+    """What a digest saw: each stream's head, the last position and how many events."""
+
+    heads: Mapping[str, tuple[int, str]]
+    position: int
+    events: int
+
+
+def verify_chain(links: Iterable[ChainLink], checkpoint: Checkpoint | None = None) -> VerifyReport:
+    """Check every link in position order; with a checkpoint (from a digest) also check that
+    the ledger still extends it: same heads, and nothing added or removed within its span."""
     report = VerifyReport()
     heads: dict[str, tuple[int, str]] = {}
+    within = 0
     for link in links:
         report.events_checked += 1
         _check_link(link, heads.get(link.stream_id), report)
         heads[link.stream_id] = (link.stream_version, link.hash)
-        if expected_heads is not None:
-            _check_against_digest(link, expected_heads.get(link.stream_id), report)
+        if checkpoint is not None and link.position <= checkpoint.position:
+            within += 1
+            _check_against_digest(link, checkpoint.heads.get(link.stream_id), report)
     report.streams_checked = len(heads)
-    if expected_heads is not None:
-        for stream_id, (version, _) in expected_heads.items():
+    if checkpoint is not None:
+        if within != checkpoint.events:
+            report.problems.append(
+                Problem(
+                    ProblemKind.DIGEST_COUNT,
+                    "",
+                    0,
+                    None,
+                    f"positions up to {checkpoint.position} hold {within} events; "
+                    f"the digest saw {checkpoint.events}",
+                )
+            )
+        for stream_id, (version, _) in checkpoint.heads.items():
             seen = heads.get(stream_id, (0, ""))[0]
             if seen < version:
                 report.problems.append(
@@ -203,15 +224,25 @@ def _check_link(link: ChainLink, head: tuple[int, str] | None, report: VerifyRep
 def _check_against_digest(
     link: ChainLink, expected: tuple[int, str] | None, report: VerifyReport
 ) -> None:
-    if expected is None or expected[0] != link.stream_version or expected[1] == link.hash:
-        return
-    report.problems.append(
-        Problem(
-            ProblemKind.DIGEST_MISMATCH,
-            link.stream_id,
-            link.stream_version,
-            link.position,
-            f"{link.stream_id} v{link.stream_version} (position {link.position}): "
-            "hash differs from the digest (history rewritten)",
+    where = f"{link.stream_id} v{link.stream_version} (position {link.position})"
+    if expected is None or link.stream_version > expected[0]:
+        # Inside the digest's span, yet the digest never saw it: inserted afterwards.
+        report.problems.append(
+            Problem(
+                ProblemKind.DIGEST_EXTRA,
+                link.stream_id,
+                link.stream_version,
+                link.position,
+                f"{where}: not in the digest although within its span (inserted later)",
+            )
         )
-    )
+    elif expected[0] == link.stream_version and expected[1] != link.hash:
+        report.problems.append(
+            Problem(
+                ProblemKind.DIGEST_MISMATCH,
+                link.stream_id,
+                link.stream_version,
+                link.position,
+                f"{where}: hash differs from the digest (history rewritten)",
+            )
+        )

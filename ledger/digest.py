@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from ledger.chain import format_time, utc
+from ledger.chain import Checkpoint, format_time, utc
 from ledger.errors import DigestError
 
 DIGEST_FORMAT = "outcome-ledger-digest/1"
@@ -28,11 +28,22 @@ class Digest:
 
     @property
     def root(self) -> str:
-        """One hash over every head, so a damaged digest file is itself detectable."""
+        """One hash over everything the digest states, so a damaged file is detectable.
+        (Unkeyed: it catches damage; keeping the file out of writers' reach stops forgers.)"""
         canonical = orjson.dumps(
-            {s: [v, h] for s, (v, h) in self.heads.items()}, option=orjson.OPT_SORT_KEYS
+            {
+                "created_at": format_time(self.created_at),
+                "position": self.position,
+                "events": self.events,
+                "heads": {s: [v, h] for s, (v, h) in self.heads.items()},
+            },
+            option=orjson.OPT_SORT_KEYS,
         )
         return hashlib.sha256(canonical).hexdigest()
+
+    @property
+    def checkpoint(self) -> Checkpoint:
+        return Checkpoint(heads=self.heads, position=self.position, events=self.events)
 
     def to_json(self) -> dict[str, Any]:
         return {

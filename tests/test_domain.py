@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from ledger.chain import ChainLink, ProblemKind, event_hash, verify_chain
+from ledger.chain import ChainLink, Checkpoint, ProblemKind, event_hash, verify_chain
 from ledger.codes import Code, NextAction, OutcomeMissingCause, Status, next_action
 from ledger.digest import Digest
 from ledger.error_info import ErrorInfo
@@ -255,7 +255,39 @@ def test_digest_round_trips_and_rejects_a_doctored_copy() -> None:
 
 def test_a_truncated_stream_is_caught_against_a_digest() -> None:
     links = chain(4)
-    heads = {"s": (4, links[-1].hash)}
-    assert verify_chain(links, heads).ok
-    report = verify_chain(links[:3], heads)
-    assert [p.kind for p in report.problems] == [ProblemKind.DIGEST_TRUNCATED]
+    checkpoint = Checkpoint(heads={"s": (4, links[-1].hash)}, position=40, events=4)
+    assert verify_chain(links, checkpoint).ok
+    report = verify_chain(links[:3], checkpoint)
+    assert {p.kind for p in report.problems} == {
+        ProblemKind.DIGEST_TRUNCATED,
+        ProblemKind.DIGEST_COUNT,
+    }
+
+
+def test_an_event_slipped_into_the_digests_span_is_caught() -> None:
+    links = chain(3)  # positions 10, 20, 30
+    checkpoint = Checkpoint(heads={"s": (3, links[-1].hash)}, position=30, events=3)
+    forged = link(1, None, {"forged": True}, 15)
+    forged = ChainLink(**(vars(forged) | {"stream_id": "other"}))
+    forged = ChainLink(**(vars(forged) | {"hash": event_hash(**_fields(forged))}))
+    report = verify_chain([links[0], forged, links[1], links[2]], checkpoint)
+    kinds = {p.kind for p in report.problems}
+    assert kinds == {ProblemKind.DIGEST_EXTRA, ProblemKind.DIGEST_COUNT}
+    assert report.first_problem is not None and report.first_problem.position == 15
+    # Appends after the digest's span are simply newer history.
+    later = link(4, links[-1].hash, {"n": 4}, 45)
+    assert verify_chain([*links, later], checkpoint).ok
+
+
+def _fields(item: ChainLink) -> dict[str, Any]:
+    fields = dict(vars(item))
+    del fields["position"], fields["hash"]
+    return fields
+
+
+def test_a_digest_with_an_edited_span_is_refused() -> None:
+    digest = Digest(created_at=NOW, position=50, events=5, heads={"s": (5, "ab" * 32)})
+    doctored = digest.dumps().replace(b'"position": 50', b'"position": 40')
+    assert doctored != digest.dumps()
+    with pytest.raises(DigestError):
+        Digest.loads(doctored)

@@ -315,10 +315,54 @@ def test_a_truncated_stream_is_found_only_against_an_earlier_digest(
     assert alone.events_checked == WORKLOAD_EVENTS - len(positions)
 
     report = verify_ledger(ledger.store, digest=digest)
-    assert [(p.kind, p.stream_id, p.stream_version, p.position) for p in report.problems] == [
-        (ProblemKind.DIGEST_TRUNCATED, ledger.streams[name], head_version, None)
-    ]
-    assert report.first_problem == report.problems[0]
+    found = {(p.kind, p.stream_id, p.stream_version, p.position) for p in report.problems}
+    assert found == {
+        (ProblemKind.DIGEST_COUNT, "", 0, None),  # the span lost len(positions) events
+        (ProblemKind.DIGEST_TRUNCATED, ledger.streams[name], head_version, None),
+    }
+    assert report.first_problem in report.problems
+
+
+def test_a_row_slipped_into_a_gap_of_positions_is_found_against_a_digest(
+    ledger: Ledger,
+) -> None:
+    """INSERT is allowed, and a failed append leaves a gap in positions: a forger who fills
+    the gap with a whole new, self-consistent stream is caught by the digest's span."""
+    gap = ledger.store.last_position() + 1
+    with around_the_triggers(ledger.url) as conn:  # burn a position, as a failed insert does
+        if conn.dialect.name == "postgresql":
+            conn.execute(text("SELECT nextval(pg_get_serial_sequence('events', 'position'))"))
+        else:
+            conn.execute(text("UPDATE sqlite_sequence SET seq = seq + 1 WHERE name = 'events'"))
+    honest = job_stream(uuid.uuid4())
+    ledger.store.append(honest, [_accepted("tracker.read_issue", {"issue_ref": "T-9"})], 0)
+    digest = saved_digest(ledger.store)
+    assert digest.position > gap  # the digest's span covers the gap
+    assert verify_ledger(ledger.store, digest=digest).ok
+
+    forged_stream = job_stream(uuid.uuid4())
+    forged = _accepted("tracker.read_issue", {"issue_ref": "T-forged"})
+    fields: dict[str, Any] = {
+        "event_id": forged.event_id,
+        "stream_id": forged_stream,
+        "stream_version": 1,
+        "type": "job.accepted",
+        "data": forged.payload.model_dump(mode="json"),
+        "code": None,
+        "actor": forged.actor,
+        "recorded_at": datetime.now(UTC),
+        "prev_hash": None,
+    }
+    fields["hash"] = event_hash(**(fields | {"event_id": str(forged.event_id)}))
+    with around_the_triggers(ledger.url) as conn:
+        conn.execute(events.insert().values(position=gap, **fields))
+
+    alone = verify_ledger(ledger.store)
+    assert alone.ok, "the forged stream is internally consistent"
+    report = verify_ledger(ledger.store, digest=digest)
+    kinds = {(p.kind, p.position) for p in report.problems}
+    assert kinds == {(ProblemKind.DIGEST_EXTRA, gap), (ProblemKind.DIGEST_COUNT, None)}
+    assert report.first_problem is not None and report.first_problem.position == gap
 
 
 # --- d. a history re-hashed end to end ------------------------------------------------------

@@ -22,7 +22,7 @@ def verify_ledger(
     links: Iterator[ChainLink] = store.iter_links()
     if progress is not None:
         links = _counting(links, progress)
-    return verify_chain(links, digest.heads if digest else None)
+    return verify_chain(links, digest.checkpoint if digest else None)
 
 
 def _counting(

@@ -48,13 +48,32 @@ def translate(
         return SchemaMissingError("the ledger's tables are missing: run `outcomes migrate`")
     if isinstance(error, sa_exc.DataError):
         return InvalidEventError(text.splitlines()[0])
-    if isinstance(error, sa_exc.OperationalError | sa_exc.InterfaceError) or (
-        isinstance(error, sa_exc.DBAPIError) and error.connection_invalidated
-    ):
+    first_line = text.splitlines()[0] if text else type(error).__name__
+    if _unavailable(error, text):
         if "database is locked" in text:
             return StorageUnavailableError("the SQLite ledger stayed locked past the busy timeout")
-        return StorageUnavailableError(text.splitlines()[0] if text else "database unavailable")
-    return StorageError(text.splitlines()[0] if text else type(error).__name__)
+        return StorageUnavailableError(first_line)
+    return StorageError(first_line)
+
+
+# SQLSTATE classes that mean "the server or the connection is gone", not "your SQL is wrong":
+# connection exceptions, insufficient resources, operator intervention (shutdown, restart).
+_UNAVAILABLE_SQLSTATE = ("08", "53", "57P")
+_UNAVAILABLE_SQLITE = ("database is locked", "disk i/o error", "unable to open", "readonly")
+
+
+def _unavailable(error: sa_exc.SQLAlchemyError, text: str) -> bool:
+    """Only failures worth retrying as they are: a retried write reuses its event ids."""
+    if isinstance(error, sa_exc.DBAPIError) and error.connection_invalidated:
+        return True
+    if not isinstance(error, sa_exc.OperationalError | sa_exc.InterfaceError):
+        return False
+    sqlstate = getattr(error.orig, "sqlstate", None)
+    if sqlstate:
+        return bool(sqlstate.startswith(_UNAVAILABLE_SQLSTATE))
+    if type(error.orig).__module__.startswith("sqlite3"):
+        return any(marker in text.lower() for marker in _UNAVAILABLE_SQLITE)
+    return True  # psycopg without a SQLSTATE: the connection itself failed
 
 
 @contextmanager

@@ -6,6 +6,7 @@ from sqlalchemy import (
     JSON,
     BigInteger,
     Boolean,
+    CheckConstraint,
     Column,
     DateTime,
     Index,
@@ -46,6 +47,8 @@ events = Table(
     Column("recorded_at", Time, nullable=False),
     Column("prev_hash", String(64), nullable=True),
     Column("hash", String(64), nullable=False),
+    # Readers page from position 0: a row slipped in at 0 or below would go unverified.
+    CheckConstraint("position > 0", name="ck_events_position_positive"),
     Index("uq_events_stream_version", "stream_id", "stream_version", unique=True),
     Index("uq_events_event_id", "event_id", unique=True),
     # Positions are never reused, even after the last row is deleted by a superuser.

@@ -138,11 +138,12 @@ class Transaction:
         """
         if not new_events:
             return []
+        # Lock first: then the head read sees every append committed before ours.
+        self.lock_positions()
         version, prev_hash = self.head(stream_id)
         if expected_version is not None and expected_version != version:
             raise ConcurrencyError(stream_id, expected_version, version)
         rows = self._rows(stream_id, new_events, version, prev_hash)
-        self.lock_positions()
         with translated(stream_id=stream_id, event_id=str(new_events[0].event_id)):
             result = self.conn.execute(
                 insert(events).returning(events.c.position, sort_by_parameter_order=True),

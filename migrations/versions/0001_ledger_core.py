@@ -42,6 +42,7 @@ def upgrade() -> None:
         sa.Column("prev_hash", sa.String(64), nullable=True),
         sa.Column("hash", sa.String(64), nullable=False),
         sa.PrimaryKeyConstraint("position", name="pk_events"),
+        sa.CheckConstraint("position > 0", name="ck_events_position_positive"),
         sqlite_autoincrement=True,
     )
     op.create_index(

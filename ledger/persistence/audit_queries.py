@@ -1,0 +1,157 @@
+"""Read-only queries behind the HTTP API that the core's readers do not cover: the auditors'
+event pages and summary, the brakes' queues, long-poll positions, and the one-round-trip
+token + job read of `GET /v1/jobs/{id}`.
+
+Account scoping happens here, in SQL, so that a page never carries another account's row
+(`account=None` means every account: a token scoped to `*`).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from sqlalchemy import ColumnElement, Connection, Select, and_, func, literal, select, true
+
+from ledger.codes import Status
+from ledger.events import RecordedEvent
+from ledger.job_view import JobView
+from ledger.persistence.jobs import load_job
+from ledger.persistence.schema import events, jobs, tokens
+from ledger.persistence.store import row_to_event
+from ledger.persistence.tokens import hash_token
+from ledger.token_view import TokenView
+
+# Jobs a released brake would let start: accepted and waiting, or waiting for a retry.
+WAITING = (Status.QUEUED.value, Status.RETRYING.value)
+_IN_CHUNK = 500  # ids per IN (...) list: SQLite caps bound parameters
+
+
+@dataclass(frozen=True)
+class EventFilter:
+    account: str | None = None  # None: every account, brake and token streams included
+    tool: str | None = None
+    type: str | None = None
+    code: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+    after: int = 0
+    limit: int = 100
+
+
+@dataclass(frozen=True)
+class JobSummary:
+    jobs: int
+    by_status: dict[str, int] = field(default_factory=dict)
+    by_code: dict[str, int] = field(default_factory=dict)
+    by_tool: dict[str, int] = field(default_factory=dict)
+    by_account: dict[str, int] = field(default_factory=dict)
+
+
+def find_events(conn: Connection, where: EventFilter) -> list[RecordedEvent]:
+    """Events matching the filter, in position order, at most `limit`."""
+    query = select(events).where(events.c.position > where.after)
+    if where.account is not None or where.tool is not None:
+        # Only job streams carry an account or a tool; the read model knows which is whose.
+        owned = select(literal("job-").concat(jobs.c.job_id)).where(
+            *_job_scope(where.account, where.tool)
+        )
+        query = query.where(events.c.stream_id.in_(owned))
+    if where.type is not None:
+        query = query.where(events.c.type == where.type)
+    if where.code is not None:
+        query = query.where(events.c.code == where.code)
+    if where.since is not None:
+        query = query.where(events.c.recorded_at >= where.since)
+    if where.until is not None:
+        query = query.where(events.c.recorded_at < where.until)
+    query = query.order_by(events.c.position).limit(where.limit)
+    return [row_to_event(row) for row in conn.execute(query)]
+
+
+def summarize_jobs(
+    conn: Connection,
+    account: str | None,
+    tool: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+) -> JobSummary:
+    """Counts of jobs by status, code, tool and account, in one grouped pass."""
+    query: Select[tuple[str, str | None, str, str, int]] = select(
+        jobs.c.status, jobs.c.code, jobs.c.tool, jobs.c.account, func.count()
+    ).where(*_job_scope(account, tool))
+    if since is not None:
+        query = query.where(jobs.c.created_at >= since)
+    if until is not None:
+        query = query.where(jobs.c.created_at < until)
+    query = query.group_by(jobs.c.status, jobs.c.code, jobs.c.tool, jobs.c.account)
+    counts: dict[str, Counter[str]] = {k: Counter() for k in ("status", "code", "tool", "account")}
+    total = 0
+    for status, code, tool_name, account_name, n in conn.execute(query):
+        total += n
+        counts["status"][status] += n
+        counts["tool"][tool_name] += n
+        counts["account"][account_name] += n
+        if code is not None:
+            counts["code"][code] += n
+    return JobSummary(
+        jobs=total,
+        by_status=dict(sorted(counts["status"].items())),
+        by_code=dict(sorted(counts["code"].items())),
+        by_tool=dict(sorted(counts["tool"].items())),
+        by_account=dict(sorted(counts["account"].items())),
+    )
+
+
+def waiting_jobs(conn: Connection, scope: str, account: str | None) -> int:
+    """How many jobs in a brake's scope (and the caller's account) wait to start."""
+    query = select(func.count()).select_from(jobs).where(jobs.c.status.in_(WAITING))
+    kind, _, name = scope.partition(":")
+    if kind == "tool":
+        query = query.where(jobs.c.tool == name)
+    elif kind == "account":
+        query = query.where(jobs.c.account == name)
+    if account is not None:
+        query = query.where(jobs.c.account == account)
+    return int(conn.execute(query).scalar_one())
+
+
+def job_positions(conn: Connection, job_ids: Sequence[str]) -> dict[str, int]:
+    """The current `ledger_position` of each known job (long-polls compare it to theirs)."""
+    found: dict[str, int] = {}
+    for start in range(0, len(job_ids), _IN_CHUNK):
+        chunk = job_ids[start : start + _IN_CHUNK]
+        query = select(jobs.c.job_id, jobs.c.ledger_position).where(jobs.c.job_id.in_(chunk))
+        found.update({row.job_id: int(row.ledger_position) for row in conn.execute(query)})
+    return found
+
+
+def load_token(conn: Connection, token: str) -> TokenView | None:
+    """Like `tokens.authenticate`, on a connection the caller already holds."""
+    query = select(tokens.c.view).where(tokens.c.token_hash == hash_token(token))
+    row = conn.execute(query).first()
+    if row is None:
+        return None
+    view = TokenView.model_validate(row.view)
+    return None if view.revoked else view
+
+
+def token_and_job(
+    conn: Connection, token: str, job_id: str
+) -> tuple[TokenView | None, JobView | None]:
+    """The caller's token and the job, on one connection (the agents' hottest path)."""
+    view = load_token(conn, token)
+    if view is None:
+        return None, None
+    return view, load_job(conn, job_id)
+
+
+def _job_scope(account: str | None, tool: str | None) -> list[ColumnElement[bool]]:
+    clauses: list[ColumnElement[bool]] = [true()]
+    if account is not None:
+        clauses.append(jobs.c.account == account)
+    if tool is not None:
+        clauses.append(jobs.c.tool == tool)
+    return [and_(*clauses)]

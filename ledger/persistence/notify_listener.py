@@ -1,0 +1,67 @@
+"""LISTEN for the ledger's job notifications (Postgres only): a wake-up hint for long-polls.
+
+A notification names the jobs whose events just committed. It is only a hint: a listener that
+is reconnecting misses some, so readers keep a slower polling fallback, and every (re)connect
+is reported so that waiters can re-read once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+import psycopg
+from sqlalchemy import Engine
+
+from ledger.persistence.notify import JOBS_CHANNEL
+
+log = logging.getLogger(__name__)
+
+OnJobs = Callable[[list[str]], None]
+OnConnect = Callable[[], None]
+
+
+def listen_dsn(engine: Engine) -> str | None:
+    """A libpq connection string for the engine's database; None where there is no NOTIFY."""
+    if engine.dialect.name != "postgresql":
+        return None
+    return engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+class JobListener:
+    """One dedicated connection in LISTEN; calls `on_jobs(job_ids)` per notification.
+
+    `run()` runs until cancelled and reconnects with a capped backoff; `connected` is set while
+    LISTEN is active."""
+
+    def __init__(
+        self, dsn: str, on_jobs: OnJobs, on_connect: OnConnect, max_backoff_s: float = 5.0
+    ) -> None:
+        self._dsn = dsn
+        self._on_jobs = on_jobs
+        self._on_connect = on_connect
+        self._max_backoff_s = max_backoff_s
+        self.connected = asyncio.Event()
+
+    async def run(self) -> None:
+        backoff = 0.1
+        while True:
+            try:
+                await self._listen()
+            except (psycopg.Error, OSError) as exc:
+                # The type only: a driver message may name hosts and users.
+                log.warning("job listener lost its connection (%s); retrying", type(exc).__name__)
+            if self.connected.is_set():
+                backoff = 0.1  # it had worked: a fresh outage starts with a short wait
+            self.connected.clear()
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, self._max_backoff_s)
+
+    async def _listen(self) -> None:
+        async with await psycopg.AsyncConnection.connect(self._dsn, autocommit=True) as conn:
+            await conn.execute(f"LISTEN {JOBS_CHANNEL}")
+            self.connected.set()
+            self._on_connect()
+            async for note in conn.notifies():
+                self._on_jobs([job for job in note.payload.split(",") if job])
