@@ -18,7 +18,6 @@ from sqlalchemy import ColumnElement, Connection, Select, and_, func, literal, s
 from ledger.codes import Status
 from ledger.events import RecordedEvent
 from ledger.job_view import JobView
-from ledger.persistence.jobs import load_job
 from ledger.persistence.schema import events, jobs, tokens
 from ledger.persistence.store import row_to_event
 from ledger.persistence.tokens import hash_token
