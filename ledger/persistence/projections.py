@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
-from sqlalchemy import Connection, Table, delete, insert, select, update
+from sqlalchemy import Connection, Table, bindparam, delete, insert, select, update
 
 from ledger.brake_view import BrakeView, evolve_brake
 from ledger.events import JOB_EVENT_TYPES, RecordedEvent, job_id_of
@@ -43,13 +43,19 @@ class ViewProjection(Projection, Generic[V]):
         self.fold = fold
         self.columns = columns
         self._pk = next(iter(table.primary_key.columns))
+        # Built once (statement construction is a real cost on the append path).
+        self._load = select(self._pk, table.c.view).where(
+            self._pk.in_(bindparam("keys", expanding=True))
+        )
+        self._update = update(table).where(self._pk == bindparam("_key"))
+        self._insert = insert(table)
 
     def handles(self, event_type: str) -> bool:
         return event_type in self.types
 
     def load(self, conn: Connection, keys: set[str]) -> dict[str, V]:
-        query = select(self._pk, self.table.c.view).where(self._pk.in_(sorted(keys)))
-        return {row[0]: self.view_type.model_validate(row[1]) for row in conn.execute(query)}
+        rows = conn.execute(self._load, {"keys": sorted(keys)})
+        return {row[0]: self.view_type.model_validate(row[1]) for row in rows}
 
     def row(self, key: str, view: V) -> dict[str, Any]:
         return {self._pk.name: key, "view": view.model_dump(mode="json"), **self.columns(view)}
@@ -66,9 +72,9 @@ class ViewProjection(Projection, Generic[V]):
         for k, view in views.items():
             values = self.row(k, view)
             if k in existed:
-                conn.execute(update(self.table).where(self._pk == k).values(values))
+                conn.execute(self._update, values | {"_key": k})
             else:
-                conn.execute(insert(self.table).values(values))
+                conn.execute(self._insert, values)
 
     def clear(self, conn: Connection) -> None:
         conn.execute(delete(self.table))

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Row, func, insert, select, text
+from sqlalchemy import Connection, Engine, Row, bindparam, func, insert, select, text
 
 from ledger.chain import ChainLink, event_hash, normalize_data, utc
 from ledger.errors import ConcurrencyError
@@ -40,6 +40,15 @@ _COLUMNS = (
     events.c.prev_hash,
     events.c.hash,
 )
+
+# Built once: constructing SQLAlchemy statements is a real cost on the hot path.
+_HEAD = (
+    select(events.c.stream_version, events.c.hash)
+    .where(events.c.stream_id == bindparam("stream_id"))
+    .order_by(events.c.stream_version.desc())
+    .limit(1)
+)
+_INSERT = insert(events).returning(events.c.position, sort_by_parameter_order=True)
 
 
 def row_to_event(row: Row[*tuple[Any, ...]]) -> RecordedEvent:
@@ -106,14 +115,8 @@ class Transaction:
 
     def head(self, stream_id: str) -> tuple[int, str | None]:
         """(version, hash) of the stream's last event; (0, None) for a new stream."""
-        query = (
-            select(events.c.stream_version, events.c.hash)
-            .where(events.c.stream_id == stream_id)
-            .order_by(events.c.stream_version.desc())
-            .limit(1)
-        )
         with translated(stream_id=stream_id):
-            row = self.conn.execute(query).first()
+            row = self.conn.execute(_HEAD, {"stream_id": stream_id}).first()
         return (row.stream_version, row.hash) if row else (0, None)
 
     def read_stream(self, stream_id: str) -> list[RecordedEvent]:
@@ -145,10 +148,8 @@ class Transaction:
             raise ConcurrencyError(stream_id, expected_version, version)
         rows = self._rows(stream_id, new_events, version, prev_hash)
         with translated(stream_id=stream_id, event_id=str(new_events[0].event_id)):
-            result = self.conn.execute(
-                insert(events).returning(events.c.position, sort_by_parameter_order=True),
-                rows,
-            )
+            # One row: a plain execute (an executemany costs more for a single row).
+            result = self.conn.execute(_INSERT, rows[0] if len(rows) == 1 else rows)
             positions = [r.position for r in result]
             recorded = [
                 RecordedEvent(position=p, **row) for p, row in zip(positions, rows, strict=True)

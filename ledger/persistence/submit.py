@@ -15,9 +15,9 @@ from ledger.decisions import Caller, JobRequest, quota_refusal, retry_after, too
 from ledger.error_info import ErrorInfo
 from ledger.errors import IdempotencyKeyTakenError, LedgerError
 from ledger.events import JobAccepted, JobRefused, NewEvent, job_stream
-from ledger.job_view import JobView
+from ledger.job_view import JobView, evolve
 from ledger.persistence.brakes import active_brakes
-from ledger.persistence.jobs import accepted_in_window, find_by_idempotency_key, load_job
+from ledger.persistence.jobs import accepted_in_window, find_by_idempotency_key
 from ledger.persistence.locks import key_for, lock_exclusive
 from ledger.persistence.store import NO_STREAM, EventStore, Transaction
 from ledger.tools import ToolSpec, get_tool
@@ -106,10 +106,8 @@ def _decide(store: EventStore, caller: Caller, request: JobRequest) -> Submitted
                 max_attempts=spec.max_attempts,
             )
         event = NewEvent(payload=payload, actor=caller.token_id)
-        tx.append(job_stream(job_id), [event], NO_STREAM)
-        view = load_job(tx.conn, job_id)
-        assert view is not None
-        return Submitted(view, replayed=False)
+        recorded = tx.append(job_stream(job_id), [event], NO_STREAM)
+        return Submitted(evolve(None, recorded[0]), replayed=False)
 
 
 def _precondition(

@@ -60,7 +60,7 @@ def claim(store: EventStore, job_id: str, worker: str, lease_s: float) -> Claim:
                 # Running means another delivery owns it; only the reconciler may decide it
                 # was lost, so a redelivered message never runs the tool a second time.
                 return Claim(ClaimResult.SKIPPED, f"job is {view.status.value}", view)
-            version, _ = tx.head(stream)
+            version = view.stream_version  # kept in step with the stream, same transaction
             attempt = view.attempts + 1
             held = holding(active_brakes(tx.conn), view.tool, view.account)
             if held:
@@ -70,7 +70,8 @@ def claim(store: EventStore, job_id: str, worker: str, lease_s: float) -> Claim:
             expires = datetime.now(UTC) + timedelta(seconds=lease_s)
             started = WorkStarted(attempt=attempt, worker=worker, lease_expires_at=expires)
             tx.append(stream, [NewEvent(payload=started, actor=worker)], version)
-            tx.conn.execute(delete(leases).where(leases.c.job_id == job_id))
+            if attempt > 1:  # an earlier attempt's lease may linger (a lost worker)
+                tx.conn.execute(delete(leases).where(leases.c.job_id == job_id))
             tx.conn.execute(
                 insert(leases).values(
                     job_id=job_id, attempt=attempt, worker=worker, expires_at=expires
