@@ -2,21 +2,184 @@
 
 from __future__ import annotations
 
+import csv
 import sys
+from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import click
+import orjson
 
 from cli.errors import EXIT_PROBLEM, fail, reports_errors
 from cli.output import emit_json, json_option
+from ledger.chain import format_time, utc
 from ledger.digest import Digest
+from ledger.events import RecordedEvent
 from ledger.persistence.audit import take_digest, verify_ledger
+from ledger.persistence.audit_queries import EventFilter, find_events, summarize_jobs
 from ledger.persistence.open import open_store
 
 
 @click.group()
 def audit() -> None:
-    """Auditors' commands: verify the hash chains, take and check digests."""
+    """Auditors' commands: query events, summarize outcomes, export, take digests, verify."""
+
+
+def when(ctx: click.Context, param: click.Parameter, value: str | None) -> datetime | None:
+    """An ISO 8601 moment; naive values are UTC."""
+    if value is None:
+        return None
+    try:
+        return utc(datetime.fromisoformat(value))
+    except ValueError:
+        raise click.BadParameter(
+            f"{value!r} is not an ISO 8601 date or time (e.g. 2026-11-30T08:00)"
+        ) from None
+
+
+def event_item(event: RecordedEvent) -> dict[str, Any]:
+    return {
+        "position": event.position,
+        "stream_id": event.stream_id,
+        "stream_version": event.stream_version,
+        "event_id": str(event.event_id),
+        "type": event.type,
+        "code": event.code.value if event.code else None,
+        "actor": event.actor,
+        "recorded_at": format_time(event.recorded_at),
+        "data": event.data,
+        "prev_hash": event.prev_hash,
+        "hash": event.hash,
+    }
+
+
+CSV_COLUMNS = ["position", "stream_id", "stream_version", "type", "code", "actor", "recorded_at"]
+
+
+@audit.command()
+@click.option("--account", help="Only this account's job events.")
+@click.option("--tool", help="Only this tool's job events.")
+@click.option("--type", "event_type", help="Only this event type (e.g. work.failed).")
+@click.option("--code", help="Only events with this code (e.g. ACCESS_DENIED).")
+@click.option("--since", callback=when, help="Recorded at or after this moment (UTC).")
+@click.option("--until", callback=when, help="Recorded before this moment (UTC).")
+@click.option("--after", type=click.IntRange(min=0), default=0, help="Ledger position cursor.")
+@click.option("--limit", type=click.IntRange(1, 100_000), default=100, show_default=True)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "jsonl", "csv"]),
+    default="table",
+    show_default=True,
+)
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(dir_okay=False, writable=True, path_type=Path),
+    help="Write to this file instead of stdout.",
+)
+@reports_errors
+def events(
+    account: str | None,
+    tool: str | None,
+    event_type: str | None,
+    code: str | None,
+    since: datetime | None,
+    until: datetime | None,
+    after: int,
+    limit: int,
+    fmt: str,
+    output: Path | None,
+) -> None:
+    """List recorded events, oldest first, filtered."""
+    where = EventFilter(account, tool, event_type, code, since, until, after, limit)
+    store = open_store()
+    with store.reading() as conn:
+        found = find_events(conn, where)
+    store.engine.dispose()
+    items = [event_item(e) for e in found]
+    with click.open_file(str(output) if output else "-", "w") as out:
+        if fmt == "jsonl":
+            for item in items:
+                out.write(orjson.dumps(item).decode() + "\n")
+        elif fmt == "csv":
+            writer = csv.DictWriter(out, CSV_COLUMNS, extrasaction="ignore")
+            writer.writeheader()
+            writer.writerows(items)
+        else:
+            out.write(f"{'POSITION':>9}  {'TYPE':<20} {'CODE':<22} {'RECORDED AT':<27} STREAM\n")
+            for i in items:
+                out.write(
+                    f"{i['position']:>9}  {i['type']:<20} {i['code'] or '-':<22} "
+                    f"{i['recorded_at']:<27} {i['stream_id']}\n"
+                )
+
+
+@audit.command()
+@click.option("--account", help="Only this account.")
+@click.option("--tool", help="Only this tool.")
+@click.option("--since", callback=when, help="Jobs created at or after this moment (UTC).")
+@click.option("--until", callback=when, help="Jobs created before this moment (UTC).")
+@json_option
+@reports_errors
+def summary(
+    account: str | None,
+    tool: str | None,
+    since: datetime | None,
+    until: datetime | None,
+    as_json: bool,
+) -> None:
+    """Count jobs by status, code, tool and account over a window."""
+    store = open_store()
+    with store.reading() as conn:
+        found = summarize_jobs(conn, account, tool, since, until)
+    store.engine.dispose()
+    body = {
+        "jobs": found.jobs,
+        "by_status": found.by_status,
+        "by_code": found.by_code,
+        "by_tool": found.by_tool,
+        "by_account": found.by_account,
+    }
+    if as_json:
+        emit_json(body)
+        return
+    click.echo(f"jobs: {found.jobs}")
+    for title, counts in (
+        ("status", found.by_status),
+        ("code", found.by_code),
+        ("tool", found.by_tool),
+        ("account", found.by_account),
+    ):
+        click.echo(f"by {title}:")
+        for key, count in counts.items():
+            click.echo(f"  {key:<28} {count:>8}")
+
+
+@audit.command()
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(dir_okay=False, writable=True, path_type=Path),
+    help="Write to this file instead of stdout.",
+)
+@reports_errors
+def export(output: Path | None) -> None:
+    """Export every event as JSONL, with hashes, so the ledger can be verified elsewhere."""
+    store = open_store()
+    total = store.last_position()
+    written = 0
+    with (
+        click.open_file(str(output) if output else "-", "w") as out,
+        click.progressbar(length=total, label="exporting", file=sys.stderr) as bar,
+    ):
+        for event in store.iter_events():
+            out.write(orjson.dumps(event_item(event)).decode() + "\n")
+            written += 1
+            bar.update(1)
+    store.engine.dispose()
+    click.echo(f"exported {written} events", err=True)
 
 
 @audit.command()
