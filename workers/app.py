@@ -70,6 +70,9 @@ def make_celery(settings: Settings | None = None) -> Celery:
         worker_send_task_events=False,
         task_send_sent_event=False,
         worker_disable_rate_limits=True,
+        # The ledger never uses remote control (no revoke: the brake lives in the database),
+        # and two workers on one host would otherwise fight over one pidbox queue.
+        worker_enable_remote_control=False,
     )
     load_tool_modules(settings.tools)
     app.autodiscover_tasks(["workers"], related_name="tasks", force=True)
