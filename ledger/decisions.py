@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from ledger.codes import Code
 from ledger.error_info import ErrorInfo
+from ledger.errors import InvalidEventError
 from ledger.tools import ToolSpec
 
 
@@ -37,7 +38,10 @@ class JobRequest:
     @property
     def fingerprint(self) -> str:
         """Same key + same body replays; same key + another body is a conflict."""
-        body = orjson.dumps({"tool": self.tool, "args": self.args}, option=orjson.OPT_SORT_KEYS)
+        try:
+            body = orjson.dumps({"tool": self.tool, "args": self.args}, option=orjson.OPT_SORT_KEYS)
+        except orjson.JSONEncodeError as exc:
+            raise InvalidEventError(f"job args are not JSON: {exc}") from None
         return hashlib.sha256(body).hexdigest()
 
 

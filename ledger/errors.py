@@ -76,3 +76,7 @@ class DigestError(LedgerError):
 
 class IdempotencyKeyTakenError(LedgerError):
     """Another job of this account already holds the idempotency key."""
+
+
+class ContentionError(LedgerError):
+    """Concurrent writers kept colliding on the same key; nothing was recorded. Retry."""

@@ -15,6 +15,8 @@ from ledger.events import JOB_EVENT_TYPES, RecordedEvent, job_id_of
 from ledger.persistence.store import Projection
 
 JOBS_CHANNEL = "outcomes_jobs"
+_IDS_PER_NOTIFY = 150
+_NOTIFY = text("SELECT pg_notify(:channel, :payload)")
 
 
 class JobNotifier(Projection):
@@ -25,10 +27,10 @@ class JobNotifier(Projection):
         if conn.dialect.name != "postgresql":
             return
         job_ids = sorted({job_id_of(e.stream_id) for e in recorded})
-        conn.execute(
-            text("SELECT pg_notify(:channel, :payload)"),
-            {"channel": JOBS_CHANNEL, "payload": ",".join(job_ids)},
-        )
+        # A NOTIFY payload is capped at 8000 bytes: 150 ids (37 bytes each) stay well below.
+        for start in range(0, len(job_ids), _IDS_PER_NOTIFY):
+            payload = ",".join(job_ids[start : start + _IDS_PER_NOTIFY])
+            conn.execute(_NOTIFY, {"channel": JOBS_CHANNEL, "payload": payload})
 
     # Not a table: nothing to clear or rebuild.
     def clear(self, conn: Connection) -> None:

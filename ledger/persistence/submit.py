@@ -13,7 +13,7 @@ from typing import Protocol
 from ledger.brakes import brake_error, holding
 from ledger.decisions import Caller, JobRequest, quota_refusal, retry_after, tool_refusal
 from ledger.error_info import ErrorInfo
-from ledger.errors import IdempotencyKeyTakenError, LedgerError
+from ledger.errors import ContentionError, IdempotencyKeyTakenError, LedgerError
 from ledger.events import JobAccepted, JobRefused, NewEvent, job_stream
 from ledger.job_view import JobView, evolve
 from ledger.persistence.brakes import active_brakes
@@ -57,7 +57,7 @@ def submit(
         except IdempotencyKeyTakenError:
             continue  # a concurrent submit with this key committed first: replay it
     else:
-        raise LedgerError("idempotency key contended; try again")
+        raise ContentionError("the idempotency key is contended by concurrent submits; retry")
     view = submitted.view
     if dispatcher is not None and view.accepted and not submitted.replayed:
         try:

@@ -8,7 +8,7 @@ import secrets
 import uuid
 from dataclasses import dataclass
 
-from sqlalchemy import select
+from sqlalchemy import Connection, select
 
 from ledger.errors import LedgerError
 from ledger.events import NewEvent, TokenCreated, TokenRevoked
@@ -84,15 +84,19 @@ def revoke_token(store: EventStore, token_id: str, actor: str) -> TokenView:
         return TokenView.model_validate(row.view)
 
 
-def authenticate(store: EventStore, token: str) -> TokenView | None:
+def load_token(conn: Connection, token: str) -> TokenView | None:
     """The token's view when it exists and is not revoked; None otherwise (no detail why)."""
-    with store.reading() as conn:
-        query = select(tokens.c.view).where(tokens.c.token_hash == hash_token(token))
-        row = conn.execute(query).first()
+    query = select(tokens.c.view).where(tokens.c.token_hash == hash_token(token))
+    row = conn.execute(query).first()
     if row is None:
         return None
     view = TokenView.model_validate(row.view)
     return None if view.revoked else view
+
+
+def authenticate(store: EventStore, token: str) -> TokenView | None:
+    with store.reading() as conn:
+        return load_token(conn, token)
 
 
 def list_tokens(store: EventStore) -> list[TokenView]:

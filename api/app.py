@@ -1,0 +1,69 @@
+"""The agents' HTTP API (DESIGN §6): `create_app()` builds it around a ledger and a dispatcher."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from api import audit, brakes, handlers, health, jobs_read, jobs_submit
+from api.limits import MAX_BODY_BYTES, BodyLimitMiddleware
+from api.openapi import build_openapi
+from api.state import ApiState
+from api.waiter import JobWaiter
+from ledger.persistence.open import open_store
+from ledger.persistence.store import EventStore
+from ledger.persistence.submit import Dispatcher
+from ledger.settings import load_settings
+from ledger.tools import load_tool_modules
+
+DESCRIPTION = (
+    "Agents submit tool jobs and read their outcomes; auditors and operators read the ledger. "
+    "Every error is application/problem+json with the outcome envelope's `error` object."
+)
+
+
+def create_app(
+    store: EventStore | None,
+    dispatcher: Dispatcher | None,
+    *,
+    max_body_bytes: int = MAX_BODY_BYTES,
+) -> FastAPI:
+    """The API over `store` (None: the ledger named by OUTCOMES_DATABASE_URL), handing
+    accepted jobs to `dispatcher` (whoever starts the API passes it: `outcomes serve` gives
+    Celery's; None records decisions only, and the reconciler dispatches them later)."""
+    settings = load_settings()
+    load_tool_modules(settings.tools)  # the tools' registry decides what is accepted
+    owns_store = store is None
+    ledger = store if store is not None else open_store(settings.database_url)
+    state = ApiState(
+        store=ledger,
+        dispatcher=dispatcher,
+        waiter=JobWaiter(ledger),
+    )
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        await state.waiter.ensure_started()
+        try:
+            yield
+        finally:
+            await state.waiter.stop()
+            if owns_store:
+                ledger.engine.dispose()
+
+    app = FastAPI(
+        title="Outcome Ledger",
+        version="1.0.0",
+        description=DESCRIPTION,
+        lifespan=lifespan,
+        redoc_url=None,
+    )
+    app.state.ledger = state
+    for module in (jobs_submit, jobs_read, audit, brakes, health):
+        app.include_router(module.router)
+    handlers.install(app)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes)
+    app.openapi = lambda: build_openapi(app)  # type: ignore[method-assign]
+    return app

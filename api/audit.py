@@ -1,0 +1,148 @@
+"""Auditors' (and operators') reads: the event log, filtered and paged, and a job summary.
+
+A token scoped to one account sees only that account's job streams; `*` sees every stream.
+Token events keep no secret, but their hashes are blanked too: nothing token-derived leaves.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query
+from starlette.requests import Request
+from starlette.responses import Response
+
+from api.auth import account_scope, require
+from api.models import ACCOUNT, MAX_POSITION, PRINTABLE, EventPage, Summary
+from api.openapi import problems
+from api.pages import json_response, page
+from api.problems import invalid_input
+from api.state import state_of
+from ledger.codes import Code
+from ledger.events import RecordedEvent
+from ledger.persistence.audit_queries import EventFilter, find_events, summarize_jobs
+from ledger.token_view import TokenView
+
+router = APIRouter(tags=["audit"])
+Reader = Annotated[TokenView, Depends(require("auditor", "operator"))]
+
+AccountFilter = Annotated[str | None, Query(max_length=100, pattern=ACCOUNT)]
+ToolFilter = Annotated[str | None, Query(max_length=200, pattern=PRINTABLE)]
+# Strings, parsed here: FastAPI's datetime would also take "0" (a Unix time) or a bare date.
+Since = Annotated[
+    str | None, Query(description="Inclusive, RFC 3339", json_schema_extra={"format": "date-time"})
+]
+Until = Annotated[
+    str | None, Query(description="Exclusive, RFC 3339", json_schema_extra={"format": "date-time"})
+]
+RFC3339 = re.compile(
+    r"^([0-9]{4}-[0-9]{2}-[0-9]{2})[Tt]([0-9]{2}:[0-9]{2}):([0-9]{2})(\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})$"
+)
+REDACTED = "(redacted)"
+
+
+@router.get(
+    "/v1/audit/events",
+    response_model=EventPage,
+    summary="Ledger events after a cursor, filtered",
+    responses=problems(401, 403, 422, 503),
+)
+def audit_events(
+    request: Request,
+    caller: Reader,
+    account: AccountFilter = None,
+    tool: ToolFilter = None,
+    type: Annotated[str | None, Query(max_length=64, pattern=r"^[a-z_.]+$")] = None,
+    code: Code | None = None,
+    since: Since = None,
+    until: Until = None,
+    after: Annotated[int, Query(ge=0, le=MAX_POSITION)] = 0,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> Response:
+    scope = account_scope(caller)
+    window = (_utc(since), _utc(until))  # a malformed time is a 422 whatever the scope
+    if scope is not None and account not in (None, scope):
+        return json_response(page([], limit, after, "position"))  # never another account's
+    where = EventFilter(
+        account=scope or account,
+        tool=tool,
+        type=type,
+        code=code.value if code else None,
+        since=window[0],
+        until=window[1],
+        after=after,
+        limit=limit + 1,
+    )
+    with state_of(request).store.reading() as conn:
+        found = find_events(conn, where)
+    return json_response(page([_item(e) for e in found], limit, after, "position"))
+
+
+@router.get(
+    "/v1/audit/summary",
+    response_model=Summary,
+    summary="Counts of jobs by status, code, tool and account",
+    responses=problems(401, 403, 422, 503),
+)
+def audit_summary(
+    request: Request,
+    caller: Reader,
+    account: AccountFilter = None,
+    tool: ToolFilter = None,
+    since: Since = None,
+    until: Until = None,
+) -> Response:
+    scope = account_scope(caller)
+    window = (_utc(since), _utc(until))  # a malformed time is a 422 whatever the scope
+    if scope is not None and account not in (None, scope):
+        empty = {"jobs": 0, "by_status": {}, "by_code": {}, "by_tool": {}, "by_account": {}}
+        return json_response(empty)  # never another account's
+    with state_of(request).store.reading() as conn:
+        summary = summarize_jobs(conn, scope or account, tool, *window)
+    return json_response(
+        {
+            "jobs": summary.jobs,
+            "by_status": summary.by_status,
+            "by_code": summary.by_code,
+            "by_tool": summary.by_tool,
+            "by_account": summary.by_account,
+        }
+    )
+
+
+def _utc(text: str | None) -> datetime | None:
+    """An RFC 3339 time as aware UTC; 422 for anything else."""
+    if text is None:
+        return None
+    parts = RFC3339.match(text)
+    if parts is None:
+        raise invalid_input("Times must be RFC 3339, e.g. 2025-01-31T12:00:00Z.")
+    day, minutes, seconds, fraction, offset = parts.groups()
+    seconds = min(seconds, "59")  # a leap second is the same moment for a filter
+    offset = "+00:00" if offset in ("Z", "z") else offset
+    try:
+        moment = datetime.fromisoformat(f"{day}T{minutes}:{seconds}{fraction or ''}{offset}")
+        return moment.astimezone(UTC)
+    except (ValueError, OverflowError):
+        raise invalid_input("A time is out of range or not a calendar time.") from None
+
+
+def _item(event: RecordedEvent) -> dict[str, Any]:
+    data = dict(event.data)
+    if "token_hash" in data:
+        data["token_hash"] = REDACTED
+    return {
+        "position": event.position,
+        "stream_id": event.stream_id,
+        "stream_version": event.stream_version,
+        "event_id": str(event.event_id),
+        "type": event.type,
+        "code": event.code,
+        "actor": event.actor,
+        "recorded_at": event.recorded_at,
+        "data": data,
+        "prev_hash": event.prev_hash,
+        "hash": event.hash,
+    }

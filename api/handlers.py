@@ -1,0 +1,110 @@
+"""Exception handlers: whatever goes wrong, the answer is a problem+json (DESIGN §6).
+
+The framework's own errors (unknown route, wrong method, validation) are translated here too.
+Nothing a caller sent is echoed back: only field names and kinds of mistakes.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Match
+
+from api.problems import (
+    ApiProblem,
+    internal_error,
+    invalid_input,
+    method_not_allowed,
+    problem_response,
+    route_not_found,
+    unavailable,
+)
+from ledger.errors import (
+    InvalidEventError,
+    LedgerError,
+    SchemaMissingError,
+    StorageUnavailableError,
+)
+
+log = logging.getLogger(__name__)
+
+
+def install(app: FastAPI) -> None:
+    app.add_exception_handler(ApiProblem, _on_problem)
+    app.add_exception_handler(HTTPException, _on_http)
+    app.add_exception_handler(RequestValidationError, _on_validation)
+    app.add_exception_handler(LedgerError, _on_ledger)
+    app.add_exception_handler(Exception, _on_crash)
+
+
+async def _on_problem(_request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ApiProblem)
+    return problem_response(exc)
+
+
+async def _on_http(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    if exc.status_code == 404:
+        return problem_response(route_not_found())
+    if exc.status_code == 405:
+        return problem_response(method_not_allowed(request.method, _allowed(request)))
+    return problem_response(invalid_input("The request could not be read."))
+
+
+async def _on_validation(_request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, RequestValidationError)
+    return problem_response(validation_problem(exc.errors()))
+
+
+def validation_problem(errors: Sequence[Any]) -> ApiProblem:
+    """422 naming the fields and what is wrong with them, never their values."""
+    if errors and all(e.get("type") == "missing" for e in errors):
+        names = ", ".join(_where(e.get("loc", ())) for e in errors)
+        return invalid_input(f"The request is missing {names}.", missing=True, fix=f"send {names}")
+    problems = "; ".join(
+        f"{_where(e.get('loc', ()))}: {e.get('msg', 'invalid')}" for e in errors[:5]
+    )
+    return invalid_input(f"The request is invalid ({problems}).")
+
+
+def _where(loc: Sequence[Any]) -> str:
+    return ".".join(str(part) for part in loc) or "(body)"
+
+
+async def _on_ledger(request: Request, exc: Exception) -> Response:
+    if isinstance(exc, InvalidEventError):
+        return problem_response(invalid_input("The request holds data the ledger cannot record."))
+    if isinstance(exc, SchemaMissingError):
+        log.error("ledger schema missing: run `outcomes migrate`")
+        return problem_response(unavailable("The ledger is not set up."))
+    if not isinstance(exc, StorageUnavailableError):
+        log.warning("%s %s: ledger error %s", request.method, request.url.path, type(exc).__name__)
+    return problem_response(unavailable())
+
+
+async def _on_crash(request: Request, exc: Exception) -> Response:
+    # The traceback goes to operators' logs; the caller gets no internals.
+    log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
+    return problem_response(internal_error())
+
+
+_METHODS = ("DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT")
+
+
+def _allowed(request: Request) -> list[str]:
+    """Every method some route serves at this path (Starlette names only the first route's).
+
+    Asked of the router itself, through `matches`, so included routers are covered too."""
+    routes = request.app.router.routes
+    return [
+        method
+        for method in _METHODS
+        if any(r.matches({**request.scope, "method": method})[0] is Match.FULL for r in routes)
+    ]

@@ -1,0 +1,92 @@
+"""Request-body limits, enforced before a body is parsed whole (DESIGN §6).
+
+- Size: a declared Content-Length over the cap is answered 413 before a byte is read; a body
+  without one (chunked) is counted while it streams and cut off at the cap.
+- Depth: a regex tokenizer skips strings and counts brackets, so a deeply nested document is
+  refused (422) without ever reaching the JSON parser or a recursive validator.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import orjson
+from starlette.requests import Request
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from api.problems import invalid_input, problem_response, too_large
+
+MAX_BODY_BYTES = 256 * 1024
+MAX_JSON_DEPTH = 32
+
+# A whole string (possessive: no backtracking, so linear), a bracket, or a quote that never
+# closes (the body is malformed; the parser will say so, no need to scan further).
+_TOKEN = re.compile(rb'(?P<s>"(?:[^"\\]|\\.)*+")|(?P<o>[\[{])|(?P<c>[\]}])|(?P<u>")', re.DOTALL)
+
+
+def nests_deeper_than(body: bytes, limit: int) -> bool:
+    depth = 0
+    for match in _TOKEN.finditer(body):
+        kind = match.lastgroup
+        if kind == "o":
+            depth += 1
+            if depth > limit:
+                return True
+        elif kind == "c":
+            depth -= 1
+        elif kind == "u":
+            return False
+    return False
+
+
+class BodyLimitMiddleware:
+    """Pure ASGI, so that it sees the body stream before any framework buffering."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int = MAX_BODY_BYTES) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = _content_length(scope)
+        if declared is not None and declared > self.max_bytes:
+            await problem_response(too_large(self.max_bytes))(scope, receive, send)
+            return
+        received = 0
+
+        async def capped() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.max_bytes:
+                    raise too_large(self.max_bytes)  # answered by the ApiProblem handler
+            return message
+
+        await self.app(scope, capped, send)
+
+
+def _content_length(scope: Scope) -> int | None:
+    for name, value in scope["headers"]:
+        if name == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None
+
+
+async def read_json(request: Request, max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """The request's JSON document, or a 422 problem naming what is wrong with it."""
+    body = await request.body()
+    if not body.strip():
+        raise invalid_input("The request needs a JSON body.", missing=True)
+    if nests_deeper_than(body, max_depth):
+        raise invalid_input(f"The JSON body nests deeper than {max_depth} levels.")
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError:
+        raise invalid_input("The request body is not valid JSON.") from None

@@ -1,0 +1,123 @@
+"""Request and response bodies of the HTTP API (DESIGN §6), as documented in /openapi.json."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ledger.codes import Code, Status
+from ledger.job_view import JobEnvelope
+
+# No control characters (NUL above all: neither database stores it in text).
+PRINTABLE = r"^[^\x00-\x1f\x7f]+$"
+ACCOUNT = r"^[a-z0-9][a-z0-9_-]*$"
+MAX_POSITION = 2**63 - 1  # BIGINT: a larger cursor is not a position
+
+
+class Documented(BaseModel):
+    """Response models whose every field is always sent: the document says so."""
+
+    model_config = ConfigDict(json_schema_serialization_defaults_required=True)
+
+
+class SubmitBody(BaseModel):
+    """`POST /v1/jobs`."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "tool": "tracker.read_issue",
+                    "args": {"issue_ref": "T-1"},
+                    "idempotency_key": "plan-for-T-1",
+                }
+            ]
+        },
+    )
+
+    tool: Annotated[str, Field(min_length=1, max_length=200, pattern=PRINTABLE)]
+    args: dict[str, Any]
+    idempotency_key: Annotated[
+        str | None, Field(min_length=1, max_length=200, pattern=PRINTABLE)
+    ] = None
+
+
+class SubmitAccepted(Documented):
+    job_id: uuid.UUID
+    status: Status
+    poll_url: str
+
+
+class JobPage(Documented):
+    items: list[JobEnvelope]
+    next_cursor: int = Field(description="Pass as `after` for the next page")
+    count: int
+    truncated: bool = Field(description="True when the limit or the byte budget cut the page")
+
+
+class JobEvent(Documented):
+    position: int
+    type: str
+    code: Code | None
+    recorded_at: datetime
+    data: dict[str, Any]
+
+
+class JobEvents(Documented):
+    job_id: uuid.UUID
+    events: list[JobEvent]
+
+
+class AuditEvent(Documented):
+    position: int
+    stream_id: str
+    stream_version: int
+    event_id: uuid.UUID
+    type: str
+    code: Code | None
+    actor: str
+    recorded_at: datetime
+    data: dict[str, Any]
+    prev_hash: str | None
+    hash: str
+
+
+class EventPage(Documented):
+    items: list[AuditEvent]
+    next_cursor: int = Field(description="Pass as `after` for the next page")
+    count: int
+    truncated: bool = Field(description="True when the limit or the byte budget cut the page")
+
+
+class Summary(Documented):
+    jobs: int
+    by_status: dict[str, int]
+    by_code: dict[str, int]
+    by_tool: dict[str, int]
+    by_account: dict[str, int]
+
+
+class Brake(Documented):
+    brake_id: uuid.UUID
+    scope: str
+    reason: str
+    operator: str
+    pulled_at: datetime
+    queued_jobs: int = Field(description="Jobs in the scope waiting to start (queued, retrying)")
+
+
+class Brakes(Documented):
+    brakes: list[Brake]
+
+
+class Health(Documented):
+    status: str
+
+
+class Ready(Documented):
+    status: str
+    ledger_position: int

@@ -1,0 +1,137 @@
+"""Long-poll wake-ups: who waits for which job, and what wakes them.
+
+A waiter registers a `Watch` *before* it reads the job, so a change that commits between
+the read and the wait is never missed. Two sources wake watches, both only hints (a woken
+request re-reads the job and decides for itself):
+
+- Postgres: LISTEN on the ledger's NOTIFY channel (sent in the appending transaction);
+- every backend: a poll that reads the `ledger_position` of the watched jobs only, one query
+  per tick however many requests wait (fast on SQLite, a slow safety net on Postgres).
+
+Everything here runs on the server's event loop; no thread touches the watch table.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import sys
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+
+from starlette.concurrency import run_in_threadpool
+
+from ledger.persistence.audit_queries import job_positions, one_statement
+from ledger.persistence.notify_listener import JobListener, listen_dsn
+from ledger.persistence.store import EventStore
+
+log = logging.getLogger(__name__)
+
+LISTEN_POLL_S = 1.0  # with LISTEN working, polling only covers lost notifications
+PLAIN_POLL_S = 0.05  # SQLite has no NOTIFY: poll briskly (one small query per tick)
+LISTEN_READY_S = 2.0  # how long a first waiter waits for LISTEN before relying on polls
+
+
+@dataclass(eq=False)
+class Watch:
+    job_id: str
+    on_wait: Callable[[str], None] | None = None
+    # The position the request last read; until its first read, nothing is worth a wake-up
+    # from the poller (that read comes after registering, so it sees any change already).
+    known_position: int = sys.maxsize
+    event: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def changed(self, timeout: float) -> bool:
+        """Wait up to `timeout` seconds for a hint that the job moved; True if one came."""
+        if self.on_wait is not None:
+            self.on_wait(self.job_id)
+        try:
+            await asyncio.wait_for(self.event.wait(), timeout)
+        except TimeoutError:
+            return False
+        self.event.clear()
+        return True
+
+
+class JobWaiter:
+    def __init__(self, store: EventStore, poll_s: float | None = None) -> None:
+        self._store = store
+        self._dsn = listen_dsn(store.engine)
+        self.poll_s = poll_s or (LISTEN_POLL_S if self._dsn else PLAIN_POLL_S)
+        self._watches: dict[str, set[Watch]] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._listener: JobListener | None = None
+        # Test and bench hook: called with the job id when a request starts to wait.
+        self.on_wait: Callable[[str], None] | None = None
+
+    @property
+    def watching(self) -> int:
+        return sum(len(w) for w in self._watches.values())
+
+    async def ensure_started(self) -> None:
+        """Start the listener and the poller on the running loop (again, if the loop changed)."""
+        loop = asyncio.get_running_loop()
+        if self._loop is loop:
+            return
+        self._loop = loop
+        self._tasks = [loop.create_task(self._poll_forever(), name="long-poll poller")]
+        if self._dsn is not None:
+            self._listener = JobListener(self._dsn, self.wake, self.wake_all)
+            self._tasks.append(loop.create_task(self._listener.run(), name="long-poll listener"))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._listener.connected.wait(), LISTEN_READY_S)
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks = []
+        self._loop = None
+
+    @contextlib.contextmanager
+    def watch(self, job_id: str) -> Iterator[Watch]:
+        watch = Watch(job_id, self.on_wait)
+        self._watches.setdefault(job_id, set()).add(watch)
+        try:
+            yield watch
+        finally:
+            mine = self._watches.get(job_id)
+            if mine is not None:
+                mine.discard(watch)
+                if not mine:
+                    del self._watches[job_id]
+
+    def wake(self, job_ids: Iterable[str]) -> None:
+        for job_id in job_ids:
+            for watch in self._watches.get(job_id, ()):
+                watch.event.set()
+
+    def wake_all(self) -> None:
+        """After a (re)connect: notifications may have been lost meanwhile."""
+        self.wake(list(self._watches))
+
+    async def _poll_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self.poll_s)
+            if not self._watches:
+                continue
+            try:
+                await self._poll_once()
+            except Exception as exc:  # the poller must outlive a database hiccup
+                log.warning("long-poll poller: %s", type(exc).__name__)
+
+    async def _poll_once(self) -> None:
+        ids = list(self._watches)
+        positions = await run_in_threadpool(self._positions, ids)
+        for job_id, position in positions.items():
+            for watch in self._watches.get(job_id, ()):
+                if position > watch.known_position:
+                    watch.event.set()
+
+    def _positions(self, ids: list[str]) -> dict[str, int]:
+        with one_statement(self._store) as conn:
+            return job_positions(conn, ids)

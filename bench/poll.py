@@ -1,0 +1,381 @@
+"""Poll benchmark: `GET /v1/jobs/{id}` against a bare FastAPI endpoint, and long-poll wake-ups.
+
+Run:  cd /work/main && .venv/bin/python -m bench.poll [--requests 2000] [--rounds 6]
+          [--concurrency 32] [--waiters 1000] [--database-url postgresql://...] [--json]
+
+One uvicorn process on 127.0.0.1 (one worker, default settings, no access log) serves the
+API built by `create_app` plus one extra route, `/bench/bare/{job_id}`: a plain FastAPI
+endpoint doing one indexed SELECT of the jobs read model through the same EventStore (same
+pool). The load generator is this process: keep-alive HTTP/1.1 connections in asyncio.
+
+1. Reads: `--rounds` rounds of `--requests` GETs per variant over `--concurrency`
+   connections, interleaved (the bare endpoint first in even rounds) to cancel drift; both
+   send the same bearer token. Reported: median requests/s, p99 latency, and the median of
+   the rounds' ratios ours / bare (each round's pair ran back to back, so a shared machine's
+   changing load cancels out of the ratio; goal >= 0.8x).
+2. Wake-ups: `--waiters` long-polls (`?wait=60`) on as many queued jobs; once the server
+   holds them all, another thread records an outcome for each job, one every few ms, and the
+   latency from the append returning (committed) to that job's answer arriving is taken.
+   Reported: p50 / p99 / max (goal p99 <= 20 ms).
+
+Speed is measured, not asserted: the script exits 0 either way. Without --database-url a
+scratch Postgres database `outcomes_bench_poll_<pid>` is created and dropped afterwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import resource
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+import uvicorn
+from fastapi import FastAPI, HTTPException
+from sqlalchemy import select
+
+from api.app import create_app
+from bench._common import exit_cleanly_on_sigterm, render_table, scratch_database, sqlalchemy_url
+from ledger.events import JobAccepted, NewEvent, WorkStarted, WorkSucceeded, job_stream
+from ledger.persistence.audit_queries import one_statement
+from ledger.persistence.migrate import upgrade
+from ledger.persistence.open import open_store
+from ledger.persistence.schema import jobs
+from ledger.persistence.store import NO_STREAM, EventStore
+from ledger.persistence.tokens import create_token
+
+READ_GOAL, WAKE_GOAL_MS = 0.8, 20.0
+SEEDED_JOBS = 200
+OURS, BARE = "GET /v1/jobs/{id}", "bare SELECT endpoint"
+PACE_S = 0.003  # between recorded outcomes: wake-ups are measured one by one, not as a queue
+
+
+@dataclass(frozen=True)
+class Options:
+    requests: int
+    rounds: int
+    concurrency: int
+    waiters: int
+    database_url: str | None
+    as_json: bool
+
+
+def parse_options(argv: Sequence[str] | None) -> Options:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.poll", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--requests", type=int, default=2000, help="GETs per variant per round")
+    parser.add_argument("--rounds", type=int, default=6, help="timed rounds (median reported)")
+    parser.add_argument("--concurrency", type=int, default=32, help="keep-alive connections")
+    parser.add_argument("--waiters", type=int, default=1000, help="concurrent long-polls")
+    parser.add_argument("--database-url", help="use this Postgres database, not a scratch one")
+    parser.add_argument("--json", action="store_true", help="print one JSON line, no table")
+    args = parser.parse_args(argv)
+    # Bounded on purpose: this only ever loads 127.0.0.1, briefly.
+    if not (1 <= args.requests <= 100_000 and 1 <= args.rounds <= 20):
+        parser.error("--requests must be 1..100000 and --rounds 1..20")
+    if not (1 <= args.concurrency <= 256 and 1 <= args.waiters <= 5000):
+        parser.error("--concurrency must be 1..256 and --waiters 1..5000")
+    return Options(
+        args.requests, args.rounds, args.concurrency, args.waiters, args.database_url, args.json
+    )
+
+
+# --- the server (a child process) ------------------------------------------------------------
+
+
+class NoDispatch:
+    def dispatch(self, job_id: str, delay_s: float = 0.0) -> None:
+        return None
+
+
+def bench_app(store: EventStore) -> FastAPI:
+    app = create_app(store, NoDispatch())
+
+    @app.get("/bench/bare/{job_id}", include_in_schema=False)
+    def bare(job_id: str) -> object:
+        # The same connection discipline as the API's reads: one statement, one round trip.
+        with one_statement(store) as conn:
+            row = conn.execute(select(jobs.c.view).where(jobs.c.job_id == job_id)).first()
+        if row is None:
+            raise HTTPException(404)
+        return row.view
+
+    @app.get("/bench/waiters", include_in_schema=False)
+    def waiters() -> dict[str, int]:
+        return {"watching": app.state.ledger.waiter.watching}
+
+    return app
+
+
+def serve(database_url: str, port: int) -> None:
+    raise_file_limit()
+    store = open_store(database_url)
+    uvicorn.run(
+        bench_app(store),
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        access_log=False,
+        backlog=4096,
+    )
+
+
+def raise_file_limit() -> None:
+    """A thousand waiters need a thousand sockets on each side."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 8192)), hard))
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def start_server(database_url: str) -> tuple[subprocess.Popen[bytes], int]:
+    port = free_port()
+    child = subprocess.Popen(
+        [sys.executable, "-m", "bench.poll", "--serve", database_url, "--port", str(port)]
+    )
+    direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never via a proxy
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            with direct.open(f"http://127.0.0.1:{port}/healthz", timeout=1) as answer:
+                if answer.status == 200:
+                    return child, port
+        except OSError:  # not listening yet
+            time.sleep(0.1)
+    child.terminate()
+    raise SystemExit("bench: the server did not come up")
+
+
+# --- a minimal keep-alive HTTP/1.1 client (httpx would be the bottleneck) ----------------------
+
+
+class Connection:
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+
+    @classmethod
+    async def open(cls, port: int) -> Connection:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port, limit=1 << 20)
+        return cls(reader, writer)
+
+    async def get(self, path: str, token: str) -> tuple[int, bytes]:
+        request = f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n"
+        self.writer.write(request.encode() + b"\r\n")
+        head = await self.reader.readuntil(b"\r\n\r\n")
+        length = 0
+        for line in head.split(b"\r\n"):
+            if line[:15].lower() == b"content-length:":
+                length = int(line[15:])
+        body = await self.reader.readexactly(length)
+        return int(head[9:12]), body
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+@dataclass(frozen=True)
+class ReadRun:
+    rate: float  # requests per second
+    p99_ms: float
+
+
+async def read_load(port: int, paths: list[str], token: str, n: int, conns: int) -> ReadRun:
+    connections = [await Connection.open(port) for _ in range(conns)]
+    latencies: list[float] = []
+    counter = iter(range(n))
+
+    async def worker(conn: Connection) -> None:
+        for i in counter:
+            begun = time.perf_counter()
+            status, _ = await conn.get(paths[i % len(paths)], token)
+            latencies.append(time.perf_counter() - begun)
+            if status != 200:
+                raise SystemExit(f"bench: {paths[i % len(paths)]} answered {status}")
+
+    begun = time.perf_counter()
+    await asyncio.gather(*(worker(c) for c in connections))
+    elapsed = time.perf_counter() - begun
+    for conn in connections:
+        conn.close()
+    return ReadRun(n / elapsed, percentile(latencies, 99) * 1000)
+
+
+def percentile(values: list[float], pct: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(pct / 100 * len(ordered)) - 1))]
+
+
+# --- the ledger side ----------------------------------------------------------------------------
+
+
+def queued_jobs(store: EventStore, n: int, account: str) -> list[str]:
+    ids = [str(uuid.uuid4()) for _ in range(n)]
+    for job_id in ids:
+        payload = JobAccepted(account=account, tool="bench.echo", args={"n": 1})
+        store.append(job_stream(job_id), [NewEvent(payload=payload, actor="bench")], NO_STREAM)
+    return ids
+
+
+def outcome() -> list[NewEvent]:
+    lease = datetime.now(UTC) + timedelta(seconds=30)
+    return [
+        NewEvent(payload=WorkStarted(attempt=1, worker="bench", lease_expires_at=lease), actor="w"),
+        NewEvent(payload=WorkSucceeded(attempt=1, result={"n": 1}), actor="w"),
+    ]
+
+
+def record_outcomes(store: EventStore, ids: list[str], done: dict[str, float]) -> None:
+    for job_id in ids:
+        store.append(job_stream(job_id), outcome())
+        done[job_id] = time.perf_counter()  # committed: the waiter may answer from now on
+        time.sleep(PACE_S)
+
+
+async def wake_ups(port: int, store: EventStore, token: str, ids: list[str]) -> list[float]:
+    connections = [await Connection.open(port) for _ in ids]
+    answered: dict[str, float] = {}
+    done: dict[str, float] = {}
+
+    async def wait_one(conn: Connection, job_id: str) -> None:
+        status, body = await conn.get(f"/v1/jobs/{job_id}?wait=60", token)
+        answered[job_id] = time.perf_counter()
+        if status != 200 or json.loads(body)["status"] != "succeeded":
+            raise SystemExit(f"bench: long-poll answered {status} {body[:200]!r}")
+
+    polls = [asyncio.ensure_future(wait_one(c, j)) for c, j in zip(connections, ids, strict=True)]
+    await until_watching(port, len(ids))
+    writer = threading.Thread(target=record_outcomes, args=(store, ids, done))
+    writer.start()
+    await asyncio.gather(*polls)
+    writer.join()
+    for conn in connections:
+        conn.close()
+    return [max(0.0, answered[j] - done[j]) * 1000 for j in ids]
+
+
+async def until_watching(port: int, n: int) -> None:
+    probe = await Connection.open(port)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        _, body = await probe.get("/bench/waiters", "-")
+        if json.loads(body)["watching"] >= n:
+            probe.close()
+            return
+        await asyncio.sleep(0.05)
+    raise SystemExit("bench: the server never held every waiter")
+
+
+# --- the run ------------------------------------------------------------------------------------
+
+
+def run(options: Options, database_url: str) -> dict[str, object]:
+    upgrade_url = sqlalchemy_url(database_url)
+    store = open_store(upgrade_url)
+    upgrade(store.engine)
+    token = create_token(store, "bench", "agent", None, actor="bench").token
+    paths = {OURS: [f"/v1/jobs/{j}" for j in queued_jobs(store, SEEDED_JOBS, "bench")]}
+    paths[BARE] = [p.replace("/v1/jobs/", "/bench/bare/") for p in paths[OURS]]
+    child, port = start_server(upgrade_url)
+    try:
+        reads = asyncio.run(read_rounds(options, port, paths, token))
+        waiting = queued_jobs(store, options.waiters, "bench")
+        wakes = asyncio.run(wake_ups(port, store, token, waiting))
+    finally:
+        child.terminate()
+        child.wait(10)
+        store.engine.dispose()
+    return report(reads, wakes)
+
+
+async def read_rounds(
+    options: Options, port: int, paths: dict[str, list[str]], token: str
+) -> dict[str, list[ReadRun]]:
+    for variant in (BARE, OURS):  # warm-up: pools, caches, JIT-free but not cold
+        await read_load(
+            port, paths[variant], token, min(500, options.requests), options.concurrency
+        )
+    runs: dict[str, list[ReadRun]] = {BARE: [], OURS: []}
+    for round_no in range(options.rounds):
+        order = (BARE, OURS) if round_no % 2 == 0 else (OURS, BARE)
+        for variant in order:
+            runs[variant].append(
+                await read_load(port, paths[variant], token, options.requests, options.concurrency)
+            )
+    return runs
+
+
+def report(reads: dict[str, list[ReadRun]], wakes: list[float]) -> dict[str, object]:
+    rate = {v: statistics.median(r.rate for r in runs) for v, runs in reads.items()}
+    p99 = {v: statistics.median(r.p99_ms for r in runs) for v, runs in reads.items()}
+    ratio = statistics.median(
+        o.rate / b.rate for o, b in zip(reads[OURS], reads[BARE], strict=True)
+    )
+    wake_p99 = percentile(wakes, 99)
+    return {
+        "reads": {v: {"rps": round(rate[v]), "p99_ms": round(p99[v], 2)} for v in rate},
+        "ratio": round(ratio, 3),
+        "ratio_goal_met": ratio >= READ_GOAL,
+        "waiters": len(wakes),
+        "wake_ms": {
+            "p50": round(percentile(wakes, 50), 2),
+            "p99": round(wake_p99, 2),
+            "max": round(max(wakes), 2),
+        },
+        "wake_goal_met": wake_p99 <= WAKE_GOAL_MS,
+    }
+
+
+def print_table(result: dict[str, object]) -> None:
+    reads = result["reads"]
+    assert isinstance(reads, dict)
+    rows = [[v, f"{m['rps']}", f"{m['p99_ms']:.2f}"] for v, m in reads.items()]
+    print(render_table(["endpoint", "requests/s (median)", "p99 ms (median)"], rows))
+    goal = "met" if result["ratio_goal_met"] else "NOT met"
+    print(f"\nratio ours/bare, median of rounds: {result['ratio']}x (goal >= {READ_GOAL}x: {goal})")
+    wake = result["wake_ms"]
+    assert isinstance(wake, dict)
+    goal = "met" if result["wake_goal_met"] else "NOT met"
+    print(
+        f"long-poll wake-up, {result['waiters']} waiters: p50 {wake['p50']} ms, "
+        f"p99 {wake['p99']} ms, max {wake['max']} ms (goal p99 <= {WAKE_GOAL_MS} ms: {goal})"
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["--serve"]:  # the child: python -m bench.poll --serve URL --port P
+        serve(argv[1], int(argv[3]))
+        return
+    options = parse_options(argv)
+    raise_file_limit()
+    with exit_cleanly_on_sigterm():
+        if options.database_url:
+            result = run(options, options.database_url)
+        else:
+            with scratch_database("outcomes_bench_poll") as url:
+                result = run(options, url)
+    print(json.dumps(result) if options.as_json else "", end="\n" if options.as_json else "")
+    if not options.as_json:
+        print_table(result)
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    main()

@@ -1,0 +1,78 @@
+"""The API over a real ledger on each backend (the `store` fixture), with tokens for two
+accounts and every role, and a dispatcher that only records (workers are tested elsewhere)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+
+import tests.api.tools  # noqa: F401  (registers the tools the tests submit to)
+from api.app import create_app
+from ledger.persistence.store import EventStore
+from ledger.persistence.tokens import create_token
+
+
+class RecordingDispatcher:
+    def __init__(self) -> None:
+        self.job_ids: list[str] = []
+        self._lock = threading.Lock()
+
+    def dispatch(self, job_id: str, delay_s: float = 0.0) -> None:
+        with self._lock:
+            self.job_ids.append(job_id)
+
+
+@dataclass(frozen=True)
+class Tokens:
+    acme: str  # agent of account acme
+    acme_id: str
+    globex: str  # agent of account globex
+    echo_only: str  # agent of acme, allowed apitest.echo only
+    auditor: str  # auditor of every account
+    operator: str  # operator of every account
+    acme_auditor: str  # auditor of acme only
+    everyone_agent: str  # an agent token scoped to '*'
+
+
+@pytest.fixture
+def dispatcher() -> RecordingDispatcher:
+    return RecordingDispatcher()
+
+
+@pytest.fixture
+def app(store: EventStore, dispatcher: RecordingDispatcher) -> FastAPI:
+    return create_app(store, dispatcher)
+
+
+@pytest.fixture
+def client(app: FastAPI) -> Iterator[TestClient]:
+    with TestClient(app) as test_client:
+        yield test_client
+
+
+@pytest.fixture
+def tokens(store: EventStore) -> Tokens:
+    def token(account: str, role: str, tools: list[str] | None = None) -> tuple[str, str]:
+        issued = create_token(store, account, role, tools, actor="tests")
+        return issued.token, issued.view.token_id
+
+    acme, acme_id = token("acme", "agent")
+    return Tokens(
+        acme=acme,
+        acme_id=acme_id,
+        globex=token("globex", "agent")[0],
+        echo_only=token("acme", "agent", ["apitest.echo"])[0],
+        auditor=token("*", "auditor")[0],
+        operator=token("*", "operator")[0],
+        acme_auditor=token("acme", "auditor")[0],
+        everyone_agent=token("*", "agent")[0],
+    )
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}

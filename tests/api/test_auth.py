@@ -1,0 +1,106 @@
+"""Tokens: who may call what, and no token value ever leaves in an answer or a log line."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from ledger.persistence.store import EventStore
+from ledger.persistence.tokens import create_token, revoke_token
+from tests.api.conftest import Tokens, bearer
+from tests.api.tools import ECHO
+
+AUDITOR_ONLY = ("/v1/audit/events", "/v1/audit/summary", "/v1/brakes")
+
+
+def assert_401(response: Any) -> None:
+    assert response.status_code == 401, response.text
+    assert response.headers["content-type"] == "application/problem+json"
+    assert response.headers["www-authenticate"] == "Bearer"
+    assert response.json()["error"]["code"] == "ACCESS_DENIED"
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {},
+        {"Authorization": "Bearer"},
+        {"Authorization": "Bearer ol_not-a-real-token"},
+        {"Authorization": "Basic dXNlcjpwYXNz"},
+    ],
+)
+def test_missing_or_unknown_token_is_401(client: TestClient, headers: dict[str, str]) -> None:
+    assert_401(client.get("/v1/jobs", headers=headers))
+    assert_401(client.get(f"/v1/jobs/{uuid.uuid4()}", headers=headers))
+    assert_401(client.post("/v1/jobs", json={"tool": ECHO, "args": {}}, headers=headers))
+
+
+def test_revoked_token_is_401_everywhere(
+    client: TestClient, tokens: Tokens, store: EventStore
+) -> None:
+    response = client.post(
+        "/v1/jobs", json={"tool": ECHO, "args": {"text": "x"}}, headers=bearer(tokens.acme)
+    )
+    job_id = response.json()["job_id"]
+    assert client.get(f"/v1/jobs/{job_id}", headers=bearer(tokens.acme)).status_code == 200
+    revoke_token(store, tokens.acme_id, actor="tests")
+    assert_401(client.get(f"/v1/jobs/{job_id}", headers=bearer(tokens.acme)))
+    assert_401(client.get(f"/v1/jobs/{job_id}?wait=1", headers=bearer(tokens.acme)))
+    assert_401(client.get("/v1/jobs", headers=bearer(tokens.acme)))
+    assert_401(
+        client.post("/v1/jobs", json={"tool": ECHO, "args": {}}, headers=bearer(tokens.acme))
+    )
+
+
+@pytest.mark.parametrize("path", AUDITOR_ONLY)
+def test_agent_tokens_on_auditor_endpoints_are_403(
+    client: TestClient, tokens: Tokens, path: str
+) -> None:
+    for token in (tokens.acme, tokens.everyone_agent):
+        response = client.get(path, headers=bearer(token))
+        assert response.status_code == 403
+        assert response.headers["content-type"] == "application/problem+json"
+        assert response.json()["error"]["code"] == "ACCESS_DENIED"
+    for token in (tokens.auditor, tokens.operator, tokens.acme_auditor):
+        assert client.get(path, headers=bearer(token)).status_code == 200
+
+
+def test_no_token_value_appears_in_any_answer_or_log_line(
+    client: TestClient, tokens: Tokens, store: EventStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    revoked = create_token(store, "acme", "agent", None, actor="tests")
+    revoke_token(store, revoked.view.token_id, actor="tests")
+    secrets = [
+        tokens.acme,
+        tokens.globex,
+        tokens.auditor,
+        tokens.operator,
+        revoked.token,
+        "ol_made-up-secret-value",
+    ]
+    answers: list[Any] = []
+    for secret in secrets:
+        auth = bearer(secret)
+        job = client.post("/v1/jobs", json={"tool": ECHO, "args": {"text": "x"}}, headers=auth)
+        answers.append(job)
+        job_id = job.json().get("job_id") or str(uuid.uuid4())
+        answers += [
+            client.post("/v1/jobs", json={"tool": "nowhere.tool", "args": {}}, headers=auth),
+            client.post("/v1/jobs", content=b"{", headers=auth),
+            client.get(f"/v1/jobs/{job_id}", headers=auth),
+            client.get(f"/v1/jobs/{job_id}/events", headers=auth),
+            client.get("/v1/jobs", headers=auth),
+            client.get("/v1/audit/events?limit=1000", headers=auth),
+            client.get("/v1/audit/summary", headers=auth),
+            client.get("/v1/brakes", headers=auth),
+            client.get("/v1/nowhere", headers=auth),
+        ]
+    texts = [a.text + str(a.headers) for a in answers] + [caplog.text]
+    texts += [record.getMessage() for record in caplog.records]
+    for secret in secrets:
+        assert not any(secret in text for text in texts)

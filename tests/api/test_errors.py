@@ -1,0 +1,118 @@
+"""Every error is problem+json, the framework's own included; body limits hold before parsing."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import orjson
+import pytest
+from fastapi.testclient import TestClient
+
+from api.limits import MAX_BODY_BYTES, MAX_JSON_DEPTH, nests_deeper_than
+from tests.api.conftest import Tokens, bearer
+from tests.api.test_submit import ERROR_KEYS
+from tests.api.tools import ECHO
+
+
+def assert_problem(response: Any, status: int, code: str) -> dict[str, Any]:
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"] == "application/problem+json"
+    problem: dict[str, Any] = response.json()
+    assert set(problem) == {"type", "title", "status", "detail", "job_id", "error"}
+    assert set(problem["error"]) == ERROR_KEYS
+    assert (problem["status"], problem["error"]["code"]) == (status, code)
+    assert problem["type"].startswith("urn:outcome-ledger:problem:")
+    return problem
+
+
+def test_unknown_route_is_404_reference_unresolved(client: TestClient, tokens: Tokens) -> None:
+    for path in ("/nowhere", "/v1/jobs/a/b/c", "/v2/jobs"):
+        assert_problem(client.get(path, headers=bearer(tokens.acme)), 404, "REFERENCE_UNRESOLVED")
+
+
+def test_wrong_method_is_405_with_every_allowed_method(client: TestClient) -> None:
+    response = client.delete("/v1/jobs")
+    assert_problem(response, 405, "CAPABILITY_UNAVAILABLE")
+    assert response.headers["allow"] == "GET, POST"
+    response = client.put("/v1/brakes")
+    assert_problem(response, 405, "CAPABILITY_UNAVAILABLE")
+    assert response.headers["allow"] == "GET"
+
+
+@pytest.mark.parametrize(
+    ("content", "code"),
+    [
+        (b"", "INPUT_MISSING"),
+        (b"{", "INPUT_INVALID"),
+        (b'{"tool": "a", "args": NaN}', "INPUT_INVALID"),
+        (b"[1, 2]", "INPUT_INVALID"),
+        (b'{"tool": 5, "args": {}}', "INPUT_INVALID"),
+        (b'{"tool": "apitest.echo", "args": []}', "INPUT_INVALID"),
+        (b'{"tool": "apitest.echo", "args": {}, "extra": 1}', "INPUT_INVALID"),
+        (b'{"tool": "bad\\u0000tool", "args": {}}', "INPUT_INVALID"),
+        (b'{"args": {}}', "INPUT_MISSING"),
+        (b'{"tool": "apitest.echo", "args": {"text": "nul \\u0000"}}', "INPUT_INVALID"),
+    ],
+)
+def test_malformed_bodies_are_422_problems(
+    client: TestClient, tokens: Tokens, content: bytes, code: str
+) -> None:
+    response = client.post(
+        "/v1/jobs",
+        content=content,
+        headers=bearer(tokens.acme) | {"Content-Type": "application/json"},
+    )
+    problem = assert_problem(response, 422, code)
+    assert problem["job_id"] is None
+
+
+def test_query_validation_errors_are_422_problems(client: TestClient, tokens: Tokens) -> None:
+    for query in ("limit=0", "limit=abc", "after=-1", "after=99999999999999999999"):
+        assert_problem(
+            client.get(f"/v1/jobs?{query}", headers=bearer(tokens.acme)), 422, "INPUT_INVALID"
+        )
+    for wait in ("61", "-1", "soon", "nan"):
+        response = client.get(
+            f"/v1/jobs/{'0' * 8}-0000-0000-0000-{'0' * 12}?wait={wait}", headers=bearer(tokens.acme)
+        )
+        assert_problem(response, 422, "INPUT_INVALID")
+
+
+def test_too_deep_json_is_refused_before_it_is_parsed(
+    client: TestClient, tokens: Tokens, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def parser_must_not_run(_body: bytes) -> Any:
+        raise AssertionError("the JSON parser saw a body deeper than the limit")
+
+    monkeypatch.setattr(orjson, "loads", parser_must_not_run)  # the one `read_json` calls
+    deep = '{"tool": "apitest.echo", "args": {"x": ' + "[" * 40 + "]" * 40 + "}}"
+    response = client.post("/v1/jobs", content=deep.encode(), headers=bearer(tokens.acme))
+    assert_problem(response, 422, "INPUT_INVALID")
+    assert "deeper" in response.json()["detail"]
+
+
+def test_the_depth_scanner_skips_brackets_inside_strings() -> None:
+    limit = MAX_JSON_DEPTH
+    assert not nests_deeper_than(json.dumps({"a": "[" * 100 + '\\"{'}).encode(), limit)
+    assert not nests_deeper_than(json.dumps([[[]]] * 3).encode(), 3)
+    assert nests_deeper_than(json.dumps([[[[]]]]).encode(), 3)
+    assert nests_deeper_than(b'{"a": "\\\\"' + b"[" * 5, 4)  # an escaped backslash ends no string
+    assert not nests_deeper_than(b'"never closed \\" [[[[[[', 2)  # malformed: the parser says so
+
+
+def test_body_over_the_limit_is_413_with_content_length(client: TestClient, tokens: Tokens) -> None:
+    body = json.dumps({"tool": ECHO, "args": {"text": "x" * MAX_BODY_BYTES}}).encode()
+    response = client.post("/v1/jobs", content=body, headers=bearer(tokens.acme))
+    assert_problem(response, 413, "INPUT_INVALID")
+
+
+def test_streamed_body_over_the_limit_is_cut_off_413(client: TestClient, tokens: Tokens) -> None:
+    def chunks() -> Iterator[bytes]:  # no Content-Length: chunked transfer
+        for _ in range(64):
+            yield b" " * 16384
+
+    response = client.post("/v1/jobs", content=chunks(), headers=bearer(tokens.acme))
+    assert_problem(response, 413, "INPUT_INVALID")
+    assert "content-length" not in {k.lower() for k in response.request.headers}

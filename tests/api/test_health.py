@@ -1,0 +1,37 @@
+"""Liveness needs nothing; readiness needs the ledger's database (and says so when it is not)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fastapi.testclient import TestClient
+
+from api.app import create_app
+from ledger.persistence.open import open_store
+from tests.api.conftest import RecordingDispatcher
+
+
+def test_healthz_and_readyz(client: TestClient) -> None:
+    assert client.get("/healthz").json() == {"status": "ok"}
+    ready = client.get("/readyz")
+    assert ready.status_code == 200
+    assert ready.json()["status"] == "ready"
+    assert isinstance(ready.json()["ledger_position"], int)
+
+
+def test_readyz_is_503_problem_when_the_ledger_is_not_there(tmp_path: Path) -> None:
+    store = open_store(f"sqlite:///{tmp_path / 'never-migrated.db'}")
+    try:
+        with TestClient(create_app(store, RecordingDispatcher())) as client:
+            assert client.get("/healthz").status_code == 200
+            response = client.get("/readyz")
+            assert response.status_code == 503
+            assert response.headers["content-type"] == "application/problem+json"
+            assert response.headers["retry-after"] == "1"
+            assert response.json()["error"]["code"] == "SOURCE_UNRELIABLE"
+            # Every route that needs the ledger answers the same way, never a bare 500.
+            jobs = client.get("/v1/jobs", headers={"Authorization": "Bearer ol_x"})
+            assert jobs.status_code == 503
+            assert jobs.headers["content-type"] == "application/problem+json"
+    finally:
+        store.engine.dispose()

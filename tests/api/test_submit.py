@@ -1,0 +1,202 @@
+"""POST /v1/jobs: accepted or refused — and a refusal is recorded, answered with its job_id."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from ledger.codes import Status
+from ledger.persistence.brakes import pull
+from ledger.persistence.jobs import get_job
+from ledger.persistence.store import EventStore
+from tests.api.conftest import RecordingDispatcher, Tokens, bearer
+from tests.api.tools import ECHO, METERED, OFF, QUOTA
+
+ERROR_KEYS = {
+    "code",
+    "dependency",
+    "operation",
+    "retryable",
+    "required_capability",
+    "safe_fallback",
+    "fix",
+    "message",
+    "retry_after_s",
+    "cause",
+}
+
+
+def submit(client: TestClient, token: str, body: dict[str, Any]) -> Any:
+    return client.post("/v1/jobs", json=body, headers=bearer(token))
+
+
+def assert_refusal(response: Any, status: int, code: str, store: EventStore) -> str:
+    """A refusal answered as a problem, carrying the id of the refused job it recorded."""
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"] == "application/problem+json"
+    problem = response.json()
+    assert set(problem) == {"type", "title", "status", "detail", "job_id", "error"}
+    assert set(problem["error"]) == ERROR_KEYS
+    assert problem["status"] == status
+    assert problem["error"]["code"] == code
+    job_id: str = problem["job_id"]
+    recorded = get_job(store, job_id)
+    assert recorded is not None and recorded.status is Status.REFUSED
+    assert recorded.code is not None and recorded.code.value == code
+    return job_id
+
+
+def test_accepted_job_is_queued_dispatched_and_pollable(
+    client: TestClient, tokens: Tokens, dispatcher: RecordingDispatcher
+) -> None:
+    response = submit(client, tokens.acme, {"tool": ECHO, "args": {"text": "hi"}})
+    assert response.status_code == 202
+    body = response.json()
+    assert set(body) == {"job_id", "status", "poll_url"}
+    assert body["status"] == "queued"
+    assert body["poll_url"] == f"/v1/jobs/{body['job_id']}"
+    assert response.headers["location"] == body["poll_url"]
+    assert dispatcher.job_ids == [body["job_id"]]
+    polled = client.get(body["poll_url"], headers=bearer(tokens.acme)).json()
+    assert (polled["status"], polled["attempts"], polled["next_action"]) == ("queued", 0, "wait")
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "code"),
+    [
+        ({"tool": "nowhere.tool", "args": {}}, 422, "CAPABILITY_UNAVAILABLE"),
+        ({"tool": OFF, "args": {"text": "x"}}, 422, "CAPABILITY_UNAVAILABLE"),
+        ({"tool": ECHO, "args": {}}, 422, "INPUT_MISSING"),
+        ({"tool": ECHO, "args": {"text": "x", "times": "many"}}, 422, "INPUT_INVALID"),
+    ],
+)
+def test_refusals_are_recorded_and_answered_with_their_job_id(
+    client: TestClient,
+    tokens: Tokens,
+    store: EventStore,
+    dispatcher: RecordingDispatcher,
+    body: dict[str, Any],
+    status: int,
+    code: str,
+) -> None:
+    job_id = assert_refusal(submit(client, tokens.acme, body), status, code, store)
+    envelope = client.get(f"/v1/jobs/{job_id}", headers=bearer(tokens.acme)).json()
+    assert envelope["status"] == "refused"
+    assert envelope["next_action"] == "satisfy_precondition"
+    assert envelope["attempts"] == 0
+    assert dispatcher.job_ids == []  # nothing refused is ever sent to a worker
+
+
+def test_a_tool_the_token_may_not_call_is_refused_403(
+    client: TestClient, tokens: Tokens, store: EventStore
+) -> None:
+    assert (
+        submit(client, tokens.echo_only, {"tool": ECHO, "args": {"text": "x"}}).status_code == 202
+    )
+    response = submit(client, tokens.echo_only, {"tool": METERED, "args": {"text": "x"}})
+    assert_refusal(response, 403, "ACCESS_DENIED", store)
+
+
+def test_quota_refusal_is_429_with_whole_seconds_retry_after(
+    client: TestClient, tokens: Tokens, store: EventStore
+) -> None:
+    for _ in range(QUOTA):
+        assert (
+            submit(client, tokens.acme, {"tool": METERED, "args": {"text": "x"}}).status_code == 202
+        )
+    response = submit(client, tokens.acme, {"tool": METERED, "args": {"text": "x"}})
+    assert_refusal(response, 429, "QUOTA_EXCEEDED", store)
+    retry_after = response.headers["retry-after"]
+    assert retry_after.isdigit() and int(retry_after) >= 1
+    assert response.json()["error"]["retry_after_s"] == int(retry_after)
+    # Quotas are per account: another account still has its own.
+    assert (
+        submit(client, tokens.globex, {"tool": METERED, "args": {"text": "x"}}).status_code == 202
+    )
+
+
+def test_brake_refusal_is_409_naming_the_brake(
+    client: TestClient, tokens: Tokens, store: EventStore
+) -> None:
+    brake = pull(store, f"tool:{ECHO}", "provider outage", "ops-1")
+    response = submit(client, tokens.acme, {"tool": ECHO, "args": {"text": "x"}})
+    assert_refusal(response, 409, "BRAKE_ENGAGED", store)
+    assert response.json()["error"]["cause"] == brake.brake_id
+
+
+def test_only_agent_tokens_of_one_account_submit(client: TestClient, tokens: Tokens) -> None:
+    body = {"tool": ECHO, "args": {"text": "x"}}
+    for token in (tokens.operator, tokens.auditor, tokens.everyone_agent):
+        response = submit(client, token, body)
+        assert response.status_code == 403
+        assert response.json()["error"]["code"] == "ACCESS_DENIED"
+        assert response.json()["job_id"] is None  # nothing was recorded
+
+
+def test_same_key_and_body_replays_the_first_answer(
+    client: TestClient, tokens: Tokens, dispatcher: RecordingDispatcher
+) -> None:
+    body = {"tool": ECHO, "args": {"text": "x"}, "idempotency_key": "order-17"}
+    first = submit(client, tokens.acme, body)
+    again = submit(client, tokens.acme, {**body, "args": {"text": "x"}})
+    assert first.status_code == again.status_code == 202
+    assert first.json() == again.json()
+    assert dispatcher.job_ids == [first.json()["job_id"]]  # dispatched once
+    # The key is the account's: another account's same key is another job.
+    other = submit(client, tokens.globex, body)
+    assert other.status_code == 202 and other.json()["job_id"] != first.json()["job_id"]
+
+
+def test_a_replayed_refusal_is_the_same_refusal(client: TestClient, tokens: Tokens) -> None:
+    body = {"tool": ECHO, "args": {}, "idempotency_key": "k-missing"}
+    first, again = submit(client, tokens.acme, body), submit(client, tokens.acme, body)
+    assert first.status_code == again.status_code == 422
+    assert first.json()["job_id"] == again.json()["job_id"]
+
+
+def test_same_key_with_another_body_is_422_and_records_nothing(
+    client: TestClient, tokens: Tokens
+) -> None:
+    key = "order-18"
+    first = submit(
+        client, tokens.acme, {"tool": ECHO, "args": {"text": "a"}, "idempotency_key": key}
+    )
+    conflict = submit(
+        client, tokens.acme, {"tool": ECHO, "args": {"text": "b"}, "idempotency_key": key}
+    )
+    assert conflict.status_code == 422
+    assert conflict.headers["content-type"] == "application/problem+json"
+    assert conflict.json()["error"]["code"] == "INPUT_INVALID"
+    assert conflict.json()["job_id"] is None
+    listed = client.get("/v1/jobs", headers=bearer(tokens.acme)).json()
+    assert [item["job_id"] for item in listed["items"]] == [first.json()["job_id"]]
+
+
+def test_twenty_concurrent_submits_with_one_key_make_one_job(
+    client: TestClient, tokens: Tokens, dispatcher: RecordingDispatcher
+) -> None:
+    body = {"tool": ECHO, "args": {"text": "x"}, "idempotency_key": "burst-1"}
+    start = threading.Barrier(20)
+    answers: list[Any] = []
+    lock = threading.Lock()
+
+    def one() -> None:
+        start.wait()
+        response = submit(client, tokens.acme, body)
+        with lock:
+            answers.append(response)
+
+    threads = [threading.Thread(target=one) for _ in range(20)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert len(answers) == 20
+    assert {a.status_code for a in answers} == {202}
+    assert len({a.json()["job_id"] for a in answers}) == 1
+    listed = client.get("/v1/jobs", headers=bearer(tokens.acme)).json()
+    assert listed["count"] == 1
+    assert len(dispatcher.job_ids) == 1
