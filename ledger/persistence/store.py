@@ -9,10 +9,10 @@ BEGIN IMMEDIATE to the same effect. Read models are updated inside the same tran
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, Engine, Row, bindparam, func, insert, select, text
 
@@ -49,9 +49,26 @@ _HEAD = (
     .limit(1)
 )
 _INSERT = insert(events).returning(events.c.position, sort_by_parameter_order=True)
+_PAGE = (
+    select(*_COLUMNS)
+    .where(events.c.position > bindparam("after"))
+    .order_by(events.c.position)
+    .limit(bindparam("limit"))
+)
+_LOCK = text("SELECT pg_advisory_xact_lock(:k)")
+if TYPE_CHECKING:  # Row's type parameters differ across SQLAlchemy 2.x releases
+    RowT = Row[*tuple[Any, ...]]
 
 
-def row_to_event(row: Row[*tuple[Any, ...]]) -> RecordedEvent:
+def _pages(read: Callable[[int, int], Sequence[RowT]], batch: int) -> Iterator[RowT]:
+    """Every event row in position order, one keyset page at a time (constant memory)."""
+    after = 0
+    while rows := read(after, batch):
+        yield from rows
+        after = rows[-1].position
+
+
+def row_to_event(row: RowT) -> RecordedEvent:
     return RecordedEvent(
         position=row.position,
         stream_id=row.stream_id,
@@ -67,7 +84,7 @@ def row_to_event(row: Row[*tuple[Any, ...]]) -> RecordedEvent:
     )
 
 
-def row_to_link(row: Row[*tuple[Any, ...]]) -> ChainLink:
+def row_to_link(row: RowT) -> ChainLink:
     return ChainLink(
         position=row.position,
         stream_id=row.stream_id,
@@ -186,25 +203,17 @@ class Transaction:
 
     def iter_events(self, batch: int = 5000) -> Iterator[RecordedEvent]:
         """Every event in position order, keyset-paged, inside this transaction."""
-        after = 0
-        while True:
-            query = (
-                select(*_COLUMNS)
-                .where(events.c.position > after)
-                .order_by(events.c.position)
-                .limit(batch)
-            )
+
+        def read(after: int, limit: int) -> Sequence[RowT]:
             with translated():
-                chunk = [row_to_event(r) for r in self.conn.execute(query)]
-            if not chunk:
-                return
-            yield from chunk
-            after = chunk[-1].position
+                return self.conn.execute(_PAGE, {"after": after, "limit": limit}).all()
+
+        return (row_to_event(row) for row in _pages(read, batch))
 
     def lock_positions(self) -> None:
         """Hold the append lock to commit: no other append gets a position meanwhile."""
         if self._postgres and not self._locked:
-            self.conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": APPEND_LOCK_KEY})
+            self.conn.execute(_LOCK, {"k": APPEND_LOCK_KEY})
             self._locked = True
 
 
@@ -245,14 +254,11 @@ class EventStore:
 
     def read_after(self, position: int, limit: int = 1000) -> list[RecordedEvent]:
         """Events after `position`, in position order; never skips one that commits later."""
-        query = (
-            select(*_COLUMNS)
-            .where(events.c.position > position)
-            .order_by(events.c.position)
-            .limit(limit)
-        )
+        return [row_to_event(row) for row in self._read_page(position, limit)]
+
+    def _read_page(self, after: int, limit: int) -> Sequence[RowT]:
         with self.reading() as conn:
-            return [row_to_event(r) for r in conn.execute(query)]
+            return conn.execute(_PAGE, {"after": after, "limit": limit}).all()
 
     def last_position(self) -> int:
         with self.reading() as conn:
@@ -261,28 +267,8 @@ class EventStore:
             )
 
     def iter_links(self, batch: int = 5000) -> Iterator[ChainLink]:
-        """Every event in position order, in keyset-paged batches (constant memory)."""
-        after = 0
-        while True:
-            query = (
-                select(*_COLUMNS)
-                .where(events.c.position > after)
-                .order_by(events.c.position)
-                .limit(batch)
-            )
-            with self.reading() as conn:
-                rows = conn.execute(query).all()
-            if not rows:
-                return
-            for row in rows:
-                yield row_to_link(row)
-            after = rows[-1].position
+        """Every event as a chain link, in position order, page by page."""
+        return (row_to_link(row) for row in _pages(self._read_page, batch))
 
     def iter_events(self, batch: int = 5000) -> Iterator[RecordedEvent]:
-        after = 0
-        while True:
-            chunk = self.read_after(after, batch)
-            if not chunk:
-                return
-            yield from chunk
-            after = chunk[-1].position
+        return (row_to_event(row) for row in _pages(self._read_page, batch))
