@@ -20,6 +20,13 @@ from ledger.persistence.audit import take_digest, verify_ledger
 from ledger.persistence.audit_queries import EventFilter, find_events, summarize_jobs
 from ledger.persistence.open import open_store
 
+output_option = click.option(
+    "--output",
+    "-o",
+    type=click.Path(dir_okay=False, writable=True, path_type=Path),
+    help="Write to this file instead of stdout.",
+)
+
 
 @click.group()
 def audit() -> None:
@@ -73,12 +80,7 @@ CSV_COLUMNS = ["position", "stream_id", "stream_version", "type", "code", "actor
     default="table",
     show_default=True,
 )
-@click.option(
-    "--output",
-    "-o",
-    type=click.Path(dir_okay=False, writable=True, path_type=Path),
-    help="Write to this file instead of stdout.",
-)
+@output_option
 @reports_errors
 def events(
     account: str | None,
@@ -158,12 +160,7 @@ def summary(
 
 
 @audit.command()
-@click.option(
-    "--output",
-    "-o",
-    type=click.Path(dir_okay=False, writable=True, path_type=Path),
-    help="Write to this file instead of stdout.",
-)
+@output_option
 @reports_errors
 def export(output: Path | None) -> None:
     """Export every event as JSONL, with hashes, so the ledger can be verified elsewhere."""
@@ -183,12 +180,7 @@ def export(output: Path | None) -> None:
 
 
 @audit.command()
-@click.option(
-    "--output",
-    "-o",
-    type=click.Path(dir_okay=False, writable=True, path_type=Path),
-    help="Write the digest to this file instead of stdout.",
-)
+@output_option
 @reports_errors
 def digest(output: Path | None) -> None:
     """Print a JSON digest: the head (version, hash) of every stream.
