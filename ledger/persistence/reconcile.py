@@ -10,7 +10,7 @@ import logging
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from sqlalchemy import and_, false, func, or_, select
+from sqlalchemy import cast, false, func, null, select, union_all
 
 from ledger.chain import utc
 from ledger.codes import Status
@@ -43,20 +43,28 @@ class Pass:
 
 
 def overdue_jobs(store: EventStore, now: datetime, policy: ReconcilePolicy) -> list[OpenJob]:
+    """One index range per open status (UNION ALL, not OR): each branch is a plain index scan
+    on ix_jobs_open, which marks entries of dead row versions the first time it meets them,
+    so closed jobs' leftovers cost one pass, not every pass until the next VACUUM."""
     cutoff = dispatch_cutoff(now, policy)
-    lease = func.coalesce(leases.c.expires_at, jobs.c.lease_expires_at)
-    query = (
+    still_open = jobs.c.terminal == false()
+    no_lease = cast(null(), leases.c.expires_at.type).label("expires_at")
+    queued = select(jobs.c.view, no_lease).where(
+        still_open, jobs.c.status == Status.QUEUED.value, jobs.c.updated_at < cutoff
+    )
+    retrying = select(jobs.c.view, no_lease).where(
+        still_open, jobs.c.status == Status.RETRYING.value, jobs.c.due_at < cutoff
+    )
+    running = (
         select(jobs.c.view, leases.c.expires_at)
         .select_from(jobs.outerjoin(leases, leases.c.job_id == jobs.c.job_id))
         .where(
-            jobs.c.terminal == false(),
-            or_(
-                and_(jobs.c.status == Status.QUEUED.value, jobs.c.updated_at < cutoff),
-                and_(jobs.c.status == Status.RETRYING.value, jobs.c.due_at < cutoff),
-                and_(jobs.c.status == Status.RUNNING.value, lease < now),
-            ),
+            still_open,
+            jobs.c.status == Status.RUNNING.value,
+            func.coalesce(leases.c.expires_at, jobs.c.lease_expires_at) < now,
         )
     )
+    query = union_all(queued, retrying, running)
     with store.reading() as conn:
         rows = conn.execute(query).all()
     return [
