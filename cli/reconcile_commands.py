@@ -8,6 +8,7 @@ import click
 
 from cli.errors import reports_errors
 from cli.output import emit_json, json_option
+from ledger.errors import LedgerError
 from ledger.persistence.open import open_store
 from ledger.persistence.reconcile import reconcile_once
 from ledger.reconcile_rules import ReconcilePolicy
@@ -48,7 +49,16 @@ def reconcile(once: bool, interval: float, max_dispatches: int, as_json: bool) -
     stop = threading.Event()
     try:
         while True:
-            result = reconcile_once(store, dispatcher, policy)
+            try:
+                result = reconcile_once(store, dispatcher, policy)
+            except LedgerError as exc:
+                if once:
+                    raise
+                # A database blip must not end the loop: silence would go unrecorded.
+                click.echo(f"outcomes: reconcile pass failed: {exc}; retrying", err=True)
+                if stop.wait(interval):
+                    return
+                continue
             if as_json:
                 emit_json(
                     {

@@ -10,7 +10,7 @@ import logging
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from sqlalchemy import cast, false, func, null, select, union_all
+from sqlalchemy import cast, delete, false, func, null, select, union_all
 
 from ledger.chain import utc
 from ledger.codes import Status
@@ -97,8 +97,14 @@ def reconcile_once(
 
 def _record(store: EventStore, finding: Finding) -> bool:
     event = NewEvent(payload=finding.payload, actor=ACTOR)
+    attempt = getattr(finding.payload, "attempt", 0)
     try:
-        store.append(job_stream(finding.job_id), [event], finding.after_version)
+        with store.transaction() as tx:
+            tx.append(job_stream(finding.job_id), [event], finding.after_version)
+            # The silent attempt is over either way: its lease must not outlive it.
+            tx.conn.execute(
+                delete(leases).where(leases.c.job_id == finding.job_id, leases.c.attempt == attempt)
+            )
     except (ConcurrencyError, AlreadyTerminalError):
         return False  # the job moved since we looked: someone else settled it
     return True

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
-from sqlalchemy import delete, insert, update
+from sqlalchemy import Connection, delete, insert, update
 
 from ledger.brake_view import BrakeView
 from ledger.brakes import brake_error, holding
@@ -21,7 +21,15 @@ from ledger.errors import (
     DuplicateEventError,
     StorageUnavailableError,
 )
-from ledger.events import NewEvent, Payload, WorkHalted, WorkLateOutcome, WorkStarted, job_stream
+from ledger.events import (
+    NewEvent,
+    Payload,
+    WorkHalted,
+    WorkLateOutcome,
+    WorkStarted,
+    job_id_of,
+    job_stream,
+)
 from ledger.job_view import JobView
 from ledger.persistence.brakes import active_brakes
 from ledger.persistence.jobs import load_job
@@ -133,18 +141,30 @@ def record_outcome(
 
 def _record_once(store: EventStore, job_id: str, after_version: int, event: NewEvent) -> Recorded:
     stream = job_stream(job_id)
-    try:
-        with store.transaction() as tx:
-            tx.append(stream, [event], after_version)
-            tx.conn.execute(delete(leases).where(leases.c.job_id == job_id))
-        return Recorded(late=False)
-    except (ConcurrencyError, AlreadyTerminalError):
-        pass
-    history = store.read_stream(stream)
-    if any(e.event_id == event.event_id for e in history):
-        return Recorded(late=False)  # an earlier try committed before the connection broke
+    attempt = getattr(event.payload, "attempt", 0)
+    while True:
+        try:
+            with store.transaction() as tx:
+                tx.append(stream, [event], after_version)
+                _drop_lease(tx.conn, job_id, attempt)
+            return Recorded(late=False)
+        except (ConcurrencyError, AlreadyTerminalError):
+            pass
+        history = store.read_stream(stream)
+        if any(e.event_id == event.event_id for e in history):
+            return Recorded(late=False)  # an earlier try committed before the connection broke
+        newer = [e for e in history if e.stream_version > after_version]
+        if not newer or any(e.type != "work.late_outcome" for e in newer):
+            break
+        # Only an earlier, lost attempt's late outcome moved the stream: ours is on time.
+        after_version = newer[-1].stream_version
     _append_late(store, stream, event)
     return Recorded(late=True)
+
+
+def _drop_lease(conn: Connection, job_id: str, attempt: int) -> None:
+    """The attempt is over: its lease goes (a later attempt's lease stays)."""
+    conn.execute(delete(leases).where(leases.c.job_id == job_id, leases.c.attempt == attempt))
 
 
 def _append_late(store: EventStore, stream: str, event: NewEvent) -> None:
@@ -158,8 +178,9 @@ def _append_late(store: EventStore, stream: str, event: NewEvent) -> None:
     )
     # Derived id: a retried late write is recognised instead of being kept twice.
     late_id = uuid.uuid5(_LATE, str(event.event_id))
-    with contextlib.suppress(DuplicateEventError):
-        store.append(stream, [NewEvent(payload=late, actor=event.actor, event_id=late_id)])
+    with contextlib.suppress(DuplicateEventError), store.transaction() as tx:
+        tx.append(stream, [NewEvent(payload=late, actor=event.actor, event_id=late_id)])
+        _drop_lease(tx.conn, job_id_of(stream), late.attempt)
 
 
 _LATE = uuid.UUID("6c617465-6f75-7463-6f6d-650000000000")

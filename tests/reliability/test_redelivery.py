@@ -1,0 +1,266 @@
+"""Lost and repeated messages with real processes (issue 4; reliability scenario 2).
+
+- the queue purged right after accept: the reconciler re-dispatches, and the job completes once
+  workers come, or ends OUTCOME_MISSING/never_started when none ever does;
+- two real `outcomes reconcile` processes over the same overdue jobs: one event per finding;
+- the same message published two and three times, on RabbitMQ and Redis: one work.started, one
+  outcome, one side effect.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections import Counter
+
+import psycopg
+import pytest
+
+from ledger.codes import Code, Status
+from ledger.events import TERMINAL_EVENT_TYPES, JobRedispatched
+from ledger.persistence.work import ClaimResult, claim
+from tests.databases import PG_ADMIN_DSN
+from tests.integration.conftest import (
+    Deployment,
+    count_events,
+    deployments,
+    wait_terminal,
+    wait_until,
+)
+from tests.reliability.checker import fast_policy, settle
+from tests.reliability.conftest import (
+    Rig,
+    elapsed_since,
+    load_view,
+    reconcile_until,
+    stream_types,
+)
+from workers.app import EXECUTE_TASK
+
+RABBITMQ = deployments("rabbitmq/postgres")
+DISPATCH_TIMEOUT_S = 1.0  # the reconciler processes' OUTCOMES_DISPATCH_TIMEOUT_S
+# Every event that carries a worker's outcome (a late one included): one per job, at most.
+OUTCOMES = (*TERMINAL_EVENT_TYPES, "work.late_outcome")
+NEVER_STARTED = [
+    "job.accepted",
+    "job.redispatched",
+    "job.redispatched",
+    "job.outcome_missing",
+]
+
+
+def queue_depth(dep: Deployment) -> int:
+    """Messages ready in the deployment's queue, as the broker counts them."""
+    with dep.app.connection_for_write() as conn:
+        _, count, _ = conn.default_channel.queue_declare(queue=dep.queue, passive=True)
+        return int(count)
+
+
+def purge_queue(dep: Deployment) -> int:
+    with dep.app.connection_for_write() as conn:
+        return int(conn.default_channel.queue_purge(dep.queue) or 0)
+
+
+# --- the queue purged right after accept -----------------------------------------------------
+
+
+@pytest.mark.parametrize("workers_come", [True, False], ids=["workers_later", "no_workers_ever"])
+@pytest.mark.parametrize("deployment", RABBITMQ, indirect=True)
+def test_queue_purged_right_after_accept(rig: Rig, workers_come: bool) -> None:
+    """Accepted with no worker running, then the broker loses the messages (a purge): the
+    reconciler re-dispatches them (nothing ran, so that is safe); once a worker starts each
+    job runs once. With no worker ever, each ends OUTCOME_MISSING/never_started after the
+    bounded re-dispatches. Never queued forever."""
+    dep, store = rig.dep, rig.store
+    views = [dep.submit("rtest.slow_charge", {"amount": i}) for i in range(5)]
+    ids = [v.job_id for v in views]
+    assert {v.status for v in views} == {Status.QUEUED}
+    wait_until(lambda: queue_depth(dep) == len(ids), 30, "the accepted jobs to be queued")
+    assert purge_queue(dep) == len(ids)
+    assert queue_depth(dep) == 0
+    policy = fast_policy(dispatch_timeout_s=1.0)
+    started_at = time.monotonic()
+
+    if workers_come:
+        reconcile_until(
+            store,
+            dep.dispatcher,
+            policy,
+            lambda: count_events(store, "job.redispatched") == len(ids),
+            30,
+            "the reconciler to re-dispatch every purged job",
+        )
+        # Really handed to the broker again.
+        wait_until(lambda: queue_depth(dep) == len(ids), 30, "the re-dispatched messages")
+        dep.start_workers(count=1, concurrency=2)
+        done = wait_terminal(store, ids, timeout_s=30)
+        assert {v.status for v in done.values()} == {Status.SUCCEEDED}
+        for job_id in ids:
+            assert stream_types(store, job_id) == [
+                "job.accepted",
+                "job.redispatched",
+                "work.started",
+                "work.succeeded",
+            ]
+        assert sorted(dep.side_effect_jobs()) == sorted(ids)
+    else:
+        settle(store, dep.dispatcher, policy, timeout_s=30)
+        for job_id in ids:
+            view = load_view(store, job_id)
+            assert view.status is Status.FAILED and view.error is not None, view
+            assert (view.error.code, view.error.cause) == (Code.OUTCOME_MISSING, "never_started")
+            assert "nothing ran" in view.error.message
+            assert (view.dispatches, view.attempts) == (policy.max_dispatches, 0)
+            assert stream_types(store, job_id) == NEVER_STARTED
+        # Each re-dispatch reached the broker (and waits there for a worker that never comes).
+        wait_until(lambda: queue_depth(dep) == 2 * len(ids), 30, "the re-dispatched messages")
+        assert dep.side_effect_jobs() == []
+    print(f"[timing] purged -> all terminal in {elapsed_since(started_at):.2f}s")
+    rig.settle_and_check(
+        f"queue purged after accept ({'workers later' if workers_come else 'no workers'})"
+    )
+
+
+# --- two reconcilers at once -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("deployment", RABBITMQ, indirect=True)
+def test_two_reconciler_processes_record_each_finding_once(rig: Rig) -> None:
+    """Two `outcomes reconcile --interval 0.2` processes, both looping before the jobs become
+    overdue, race over never-started jobs and jobs whose worker vanished (a claim whose lease
+    ran out). Every job's stream is exactly its findings, each once."""
+    dep, store = rig.dep, rig.store
+    first = rig.start_reconciler(0.2, dispatch_timeout_s=DISPATCH_TIMEOUT_S)
+    second = rig.start_reconciler(0.2, dispatch_timeout_s=DISPATCH_TIMEOUT_S)
+    first.wait_looping()
+    second.wait_looping()
+
+    def vanished(tool: str) -> str:
+        """Accepted and claimed at once (well within the dispatch deadline), then silent."""
+        job_id = dep.submit(tool, {}, dispatch=False).job_id
+        assert claim(store, job_id, "vanished-worker", 0.2).result is ClaimResult.CLAIMED
+        return job_id
+
+    queued = [dep.submit("rtest.slow_charge", {}, dispatch=False).job_id for _ in range(60)]
+    lost_spending = [vanished("rtest.slow_charge") for _ in range(30)]
+    lost_retryable = [vanished("rtest.poison") for _ in range(30)]
+    every = queued + lost_spending + lost_retryable
+    wait_terminal(store, every, timeout_s=60)
+    first.stop()
+    second.stop()
+
+    expected = {
+        **{job_id: NEVER_STARTED for job_id in queued},
+        **{
+            job_id: ["job.accepted", "work.started", "job.outcome_missing"]
+            for job_id in lost_spending
+        },
+        **{
+            job_id: ["job.accepted", "work.started", "work.retry_scheduled", *NEVER_STARTED[1:]]
+            for job_id in lost_retryable
+        },
+    }
+    assert {job_id: stream_types(store, job_id) for job_id in every} == expected
+    for job_id in queued + lost_retryable:
+        redispatches = [
+            e.payload.dispatch
+            for e in store.read_stream(f"job-{job_id}")
+            if isinstance(e.payload, JobRedispatched)
+        ]
+        assert redispatches == [2, 3], redispatches
+    errors = [load_view(store, job_id).error for job_id in every]
+    causes = Counter(error.cause for error in errors if error is not None)
+    assert causes == {"never_started": 90, "worker_lost": 30}, causes
+
+    # What the processes say they recorded is exactly what the ledger holds, once each.
+    findings = len(queued) * 3 + len(lost_spending) + len(lost_retryable) * 4
+    by_reconciler = [e for e in store.iter_events() if e.actor == "reconciler"]
+    assert len(by_reconciler) == findings
+    passes = first.passes() + second.passes()
+    assert sum(len(p["recorded"]) for p in passes) == findings
+    by_process = [sum(len(p["recorded"]) for p in r.passes()) for r in (first, second)]
+    lost_races = sum(int(p["lost_races"]) for p in passes)
+    print(
+        f"[reconcilers] findings={findings} recorded_by_process={by_process} "
+        f"lost_races={lost_races}"
+    )
+    rig.settle_and_check("two reconciler processes at once")
+
+
+@pytest.mark.parametrize("deployment", RABBITMQ, indirect=True)
+def test_the_reconciler_process_survives_a_database_blip(rig: Rig) -> None:
+    """Every connection of the ledger's database is cut (a failover, a Postgres restart): the
+    reconciler process keeps looping and records the next finding."""
+    dep, store = rig.dep, rig.store
+    reconciler = rig.start_reconciler(0.2, dispatch_timeout_s=DISPATCH_TIMEOUT_S)
+    reconciler.wait_looping()
+    cut_every_connection(dep.database_url)
+    store.engine.dispose()  # this process's pooled connections were cut too
+    job = dep.submit("rtest.slow_charge", {}, dispatch=False)
+
+    def redispatched_or_exited() -> bool:
+        return reconciler.process.poll() is not None or count_events(store, "job.redispatched") > 0
+
+    wait_until(redispatched_or_exited, 30, "the reconciler to re-dispatch the new job")
+    assert reconciler.process.poll() is None, reconciler.errors()
+    assert stream_types(store, job.job_id)[:2] == ["job.accepted", "job.redispatched"]
+    reconciler.stop()
+    rig.settle_and_check("reconciler process across a database blip")
+
+
+def cut_every_connection(database_url: str) -> None:
+    dbname = database_url.rsplit("/", 1)[1]
+    with psycopg.connect(PG_ADMIN_DSN, autocommit=True) as conn:
+        conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = %s AND pid <> pg_backend_pid()",
+            (dbname,),
+        )
+
+
+# --- the same message published several times ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "deployment", deployments("rabbitmq/postgres", "redis/postgres"), indirect=True
+)
+def test_the_same_message_published_two_and_three_times(rig: Rig) -> None:
+    """Copies of one message (same task id) race in different pool processes: the claim lets
+    exactly one run the tool. Two copies wait before the workers start; the third copy of the
+    second group is published while the workers are already consuming."""
+    dep, store = rig.dep, rig.store
+    twice = [dep.submit("rtest.slow_charge", {"seconds": 0.3}, dispatch=False) for _ in range(10)]
+    thrice = [dep.submit("rtest.slow_charge", {"seconds": 0.3}, dispatch=False) for _ in range(10)]
+    copies = {v.job_id: 2 for v in twice} | {v.job_id: 3 for v in thrice}
+    task_ids = {job_id: str(uuid.uuid4()) for job_id in copies}
+
+    def publish(job_id: str) -> None:
+        dep.app.send_task(EXECUTE_TASK, args=[job_id], queue=dep.queue, task_id=task_ids[job_id])
+
+    for job_id in copies:
+        publish(job_id)
+        publish(job_id)
+    dep.start_workers(count=2, concurrency=3)
+    for view in thrice:
+        publish(view.job_id)
+
+    done = wait_terminal(store, list(copies), timeout_s=60)
+
+    def handled(job_id: str) -> int:
+        return dep.worker_logs().count(f"Task {EXECUTE_TASK}[{task_ids[job_id]}] succeeded")
+
+    wait_until(
+        lambda: all(handled(j) == n for j, n in copies.items()),
+        60,
+        "every copy to be delivered and handled",
+    )
+    assert {v.status for v in done.values()} == {Status.SUCCEEDED}
+    for job_id in copies:
+        types = Counter(stream_types(store, job_id))
+        assert types["work.started"] == 1, types
+        assert sum(types[t] for t in OUTCOMES) == 1, types
+    assert Counter(dep.side_effect_jobs()) == Counter(list(copies))
+    skipped = dep.worker_logs().count(": skipped")
+    assert skipped == sum(copies.values()) - len(copies), skipped
+    print(f"[redelivery] {dep.broker}: {sum(copies.values())} deliveries, {skipped} skipped")
+    rig.settle_and_check(f"same message published 2 and 3 times ({dep.broker})")
