@@ -23,6 +23,7 @@ from api.state import state_of
 from ledger.codes import Code
 from ledger.events import RecordedEvent
 from ledger.persistence.audit_queries import EventFilter, find_events, summarize_jobs
+from ledger.scrub import public_event_data
 from ledger.token_view import TokenView
 
 router = APIRouter(tags=["audit"])
@@ -130,9 +131,7 @@ def _utc(text: str | None) -> datetime | None:
 
 
 def _item(event: RecordedEvent) -> dict[str, Any]:
-    data = dict(event.data)
-    if "token_hash" in data:
-        data["token_hash"] = REDACTED
+    data = public_event_data(event.data)
     return {
         "position": event.position,
         "stream_id": event.stream_id,

@@ -22,6 +22,7 @@ from ledger.events import RecordedEvent, job_stream
 from ledger.job_view import JobEnvelope, JobView, envelope
 from ledger.persistence.audit_queries import fetch_job, one_statement, token_and_job
 from ledger.persistence.jobs import list_jobs
+from ledger.scrub import public_event_data
 from ledger.token_view import TokenView
 
 router = APIRouter(tags=["jobs"])
@@ -114,7 +115,7 @@ def read_job_events(request: Request, job_id: JobId, caller: Principal) -> Respo
 
 
 def _event(event: RecordedEvent, caller: TokenView) -> dict[str, Any]:
-    data = dict(event.data)
+    data = public_event_data(event.data)
     if caller.role not in OPERATOR_ROLES:
         data.pop("detail", None)  # raw exception text is for operators and auditors
     return {

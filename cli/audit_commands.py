@@ -19,6 +19,7 @@ from ledger.events import RecordedEvent
 from ledger.persistence.audit import take_digest, verify_ledger
 from ledger.persistence.audit_queries import EventFilter, find_events, summarize_jobs
 from ledger.persistence.open import open_store
+from ledger.scrub import public_event_data
 
 output_option = click.option(
     "--output",
@@ -45,7 +46,9 @@ def when(ctx: click.Context, param: click.Parameter, value: str | None) -> datet
         ) from None
 
 
-def event_item(event: RecordedEvent) -> dict[str, Any]:
+def event_item(event: RecordedEvent, *, raw: bool = False) -> dict[str, Any]:
+    """One event for output; `raw` (the export, for independent verification) keeps the
+    stored data exactly, since its hash covers it."""
     return {
         "position": event.position,
         "stream_id": event.stream_id,
@@ -55,7 +58,7 @@ def event_item(event: RecordedEvent) -> dict[str, Any]:
         "code": event.code.value if event.code else None,
         "actor": event.actor,
         "recorded_at": format_time(event.recorded_at),
-        "data": event.data,
+        "data": event.data if raw else public_event_data(event.data),
         "prev_hash": event.prev_hash,
         "hash": event.hash,
     }
@@ -163,7 +166,8 @@ def summary(
 @output_option
 @reports_errors
 def export(output: Path | None) -> None:
-    """Export every event as JSONL, with hashes, so the ledger can be verified elsewhere."""
+    """Export every event as JSONL, exactly as stored (job arguments included: guard the file
+    like the database), with hashes, so the ledger can be verified elsewhere."""
     store = open_store()
     total = store.last_position()
     written = 0
@@ -172,7 +176,7 @@ def export(output: Path | None) -> None:
         click.progressbar(length=total, label="exporting", file=sys.stderr) as bar,
     ):
         for event in store.iter_events():
-            out.write(orjson.dumps(event_item(event)).decode() + "\n")
+            out.write(orjson.dumps(event_item(event, raw=True)).decode() + "\n")
             written += 1
             bar.update(1)
     store.engine.dispose()

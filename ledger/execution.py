@@ -15,7 +15,7 @@ from ledger.brakes import brake_error
 from ledger.classify import Attempt, DeadlineExceeded, failure_event, outcome_event
 from ledger.codes import Code
 from ledger.error_info import ErrorInfo
-from ledger.errors import LedgerError
+from ledger.errors import LedgerError, StorageUnavailableError
 from ledger.events import NewEvent, Payload, WorkFailed, WorkHalted, WorkRetryScheduled
 from ledger.job_view import JobView
 from ledger.persistence.store import EventStore
@@ -29,6 +29,19 @@ from ledger.persistence.work import (
 from ledger.tools import ToolContext, ToolSpec, get_tool
 
 log = logging.getLogger(__name__)
+
+
+# How long a worker keeps retrying the outcome write (same event id) through a database
+# outage before it gives up and leaves the job to the reconciler.
+OUTCOME_WRITE_BUDGET_S = 600.0
+
+
+class OutcomeUnrecordedError(LedgerError):
+    """The tool ran but its outcome could not be written within the budget."""
+
+    def __init__(self, job_id: str, event_type: str) -> None:
+        super().__init__(f"job {job_id}: {event_type} could not be recorded; the ledger is down")
+        self.job_id = job_id
 
 
 class BrakeEngaged(Exception):
@@ -63,7 +76,13 @@ class Executor:
         spec = get_tool(view.tool)
         payload = self._run(spec, view) if spec else _missing_tool(view)
         event = NewEvent(payload=payload, actor=self.worker_id)
-        recorded = record_outcome(self.store, job_id, claimed.version, event)
+        try:
+            recorded = record_outcome(
+                self.store, job_id, claimed.version, event, retry_for_s=OUTCOME_WRITE_BUDGET_S
+            )
+        except StorageUnavailableError as exc:
+            # The tool ran: never claim it again. The reconciler will see the lease lapse.
+            raise OutcomeUnrecordedError(job_id, payload.type) from exc
         retry = None
         if isinstance(payload, WorkRetryScheduled) and not recorded.late:
             retry = max(0.0, (payload.due_at - datetime.now(UTC)).total_seconds())
@@ -126,7 +145,10 @@ class Executor:
             log.warning("lease renewal for job %s failed: %s", job_id, exc)
 
     def _checkpoint(self, view: JobView) -> None:
-        held = brakes_holding(self.store, view.tool, view.account)
+        try:
+            held = brakes_holding(self.store, view.tool, view.account)
+        except LedgerError:
+            raise BrakeEngaged(_brake_unreadable()) from None  # fail closed, and say so
         if held:
             raise BrakeEngaged(brake_error(held[0]))
 
@@ -139,6 +161,17 @@ class Executor:
             last_fingerprint=view.last_fingerprint,
             now=datetime.now(UTC),
         )
+
+
+def _brake_unreadable() -> ErrorInfo:
+    return ErrorInfo(
+        code=Code.BRAKE_ENGAGED,
+        dependency="ledger",
+        operation="re-check the brake between steps",
+        fix="restore the workers' access to the ledger, then submit again",
+        message="The brake could not be checked, so the work stopped to be safe.",
+        cause="brake_state_unreadable",
+    )
 
 
 def _missing_tool(view: JobView) -> Payload:

@@ -7,6 +7,7 @@ URLs' credentials are replaced before anything is recorded.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 REDACTED = "[REDACTED]"
 
@@ -43,3 +44,17 @@ def scrub(text: str, extra_secrets: tuple[str, ...] = ()) -> str:
     if len(text) > MAX_DETAIL:
         text = text[:MAX_DETAIL] + "…"
     return text
+
+
+ARG_REDACTED = "(redacted)"
+
+
+def public_event_data(data: dict[str, Any]) -> dict[str, Any]:
+    """An event's data as interfaces may show it: job arguments keep their keys but not their
+    values (an agent may have put a secret in one), and token hashes are withheld."""
+    shown = dict(data)
+    if isinstance(shown.get("args"), dict):
+        shown["args"] = {key: ARG_REDACTED for key in shown["args"]}
+    if "token_hash" in shown:
+        shown["token_hash"] = ARG_REDACTED
+    return shown

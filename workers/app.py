@@ -19,13 +19,15 @@ def embedded_broker(home: Path = DEFAULT_HOME) -> tuple[str, dict[str, Any]]:
     """kombu's filesystem transport: a queue in a folder, no server, shared by processes."""
     queue_dir = (home / "broker" / "queue").resolve()
     processed = (home / "broker" / "processed").resolve()
-    queue_dir.mkdir(parents=True, exist_ok=True)
-    processed.mkdir(parents=True, exist_ok=True)
+    control = (home / "broker" / "control").resolve()  # kombu's default is ./control
+    for folder in (queue_dir, processed, control):
+        folder.mkdir(parents=True, exist_ok=True)
     options = {
         "data_folder_in": str(queue_dir),
         "data_folder_out": str(queue_dir),
         "processed_folder": str(processed),
         "store_processed": False,
+        "control_folder": str(control),
         "polling_interval": 0.05,
     }
     return "filesystem://", options

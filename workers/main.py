@@ -19,4 +19,6 @@ def run_worker(concurrency: int | None, pool: str, loglevel: str) -> None:
     if concurrency:
         argv.append(f"--concurrency={concurrency}")
     argv += ["--without-heartbeat", "--without-gossip", "--without-mingle"]
-    app.worker_main(argv)
+    code = app.start(argv=argv)  # worker_main() would drop a failed worker's exit code
+    if code:
+        raise SystemExit(code)

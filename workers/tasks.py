@@ -10,7 +10,7 @@ from functools import cache
 from celery import Task, shared_task
 
 from ledger.errors import StorageUnavailableError
-from ledger.execution import Execution, Executor
+from ledger.execution import Execution, Executor, OutcomeUnrecordedError
 from ledger.persistence.open import open_store
 from ledger.settings import load_settings
 from workers.app import EXECUTE_TASK
@@ -31,6 +31,11 @@ def _executor(pid: int) -> Executor:
 def execute(self: Task, job_id: str) -> None:
     try:
         result: Execution = _executor(os.getpid()).execute(job_id)
+    except OutcomeUnrecordedError as exc:
+        # The tool ran; running it again is not ours to decide. The lease lapses and the
+        # reconciler records what is known (worker_lost, verify_at_source if it spends).
+        log.error("%s", exc)
+        return
     except StorageUnavailableError as exc:
         # Fail closed: the brake could not be read, so nothing started. Try again later; if
         # the broker loses this, the reconciler re-dispatches the job.
