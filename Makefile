@@ -28,8 +28,12 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
+# Each prints ours beside its baseline and the ratio; none asserts a speed.
 bench: $(STAMP)
 	$(BIN)/python -m bench.append
+	$(BIN)/python -m bench.throughput
+	$(BIN)/python -m bench.reconcile
+	$(BIN)/python -m bench.poll
 
 soak: $(STAMP)
 	$(BIN)/python -m pytest -m soak
