@@ -17,6 +17,22 @@ from ledger.events import (
     job_stream,
 )
 
+# The `error` object's ten keys (DESIGN §3), as the contract states them.
+ERROR_KEYS = frozenset(
+    {
+        "code",
+        "dependency",
+        "operation",
+        "retryable",
+        "required_capability",
+        "safe_fallback",
+        "fix",
+        "message",
+        "retry_after_s",
+        "cause",
+    }
+)
+
 
 def new(payload: Payload, actor: str = "test") -> NewEvent:
     return NewEvent(payload=payload, actor=actor)  # type: ignore[arg-type]

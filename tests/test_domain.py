@@ -26,7 +26,7 @@ from ledger.events import (
     job_stream,
 )
 from ledger.job_view import JobStreamError, JobView, envelope, evolve
-from tests.factories import accepted, failed, started
+from tests.factories import ERROR_KEYS, accepted, failed, started
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
@@ -63,18 +63,7 @@ def test_terminal_statuses() -> None:
 
 def test_error_object_always_has_its_ten_keys() -> None:
     error = ErrorInfo(code=Code.ACCESS_DENIED, message="I could not read the item.")
-    assert set(error.model_dump()) == {
-        "code",
-        "dependency",
-        "operation",
-        "retryable",
-        "required_capability",
-        "safe_fallback",
-        "fix",
-        "message",
-        "retry_after_s",
-        "cause",
-    }
+    assert set(error.model_dump()) == ERROR_KEYS
 
 
 class Fold:

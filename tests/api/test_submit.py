@@ -14,19 +14,7 @@ from ledger.persistence.jobs import get_job
 from ledger.persistence.store import EventStore
 from tests.api.conftest import RecordingDispatcher, Tokens, bearer
 from tests.api.tools import ECHO, METERED, OFF, QUOTA
-
-ERROR_KEYS = {
-    "code",
-    "dependency",
-    "operation",
-    "retryable",
-    "required_capability",
-    "safe_fallback",
-    "fix",
-    "message",
-    "retry_after_s",
-    "cause",
-}
+from tests.factories import ERROR_KEYS
 
 
 def submit(client: TestClient, token: str, body: dict[str, Any]) -> Any:

@@ -34,6 +34,7 @@ from ledger.persistence.store import EventStore, Transaction
 from ledger.persistence.submit import submit
 from ledger.tools import load_tool_modules
 from tests.databases import PG_ADMIN_DSN
+from tests.factories import ERROR_KEYS
 from tests.integration.conftest import (
     AGENT,
     ON_EVERY_BROKER,
@@ -49,18 +50,6 @@ from tests.integration.conftest import (
 from tests.integration.tools import QUOTA_LIMIT
 from workers.app import EXECUTE_TASK
 
-ERROR_KEYS = {
-    "code",
-    "dependency",
-    "operation",
-    "retryable",
-    "required_capability",
-    "safe_fallback",
-    "fix",
-    "message",
-    "retry_after_s",
-    "cause",
-}
 SECRET = "hunter2-Zq9vX4pLm"
 TERMINAL_WORK = ("work.succeeded", "work.declined", "work.partial", "work.failed", "work.halted")
 
