@@ -18,7 +18,7 @@ import orjson
 
 from cli.errors import reports_errors
 from cli.output import emit_json, json_option
-from cli.processes import start_worker, stop
+from cli.processes import exit_on_sigterm, start_worker, stop
 from ledger.persistence import migrate as migrations
 from ledger.persistence.brakes import pull, release
 from ledger.persistence.open import open_store
@@ -164,6 +164,7 @@ def demo(home: Path | None, as_json: bool) -> None:
         "agent": create_token(store, "demo", "agent", None, "demo").token,
         "narrow": create_token(store, "demo", "agent", ["tracker.read_issue"], "demo").token,
     }
+    exit_on_sigterm()
     worker = start_worker(log=folder / "worker.log")
     server = BackgroundServer(store, dispatcher_from_settings())
     brakes: list[str] = []

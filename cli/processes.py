@@ -29,3 +29,15 @@ def stop(process: subprocess.Popen[bytes], timeout_s: float = 15.0) -> None:
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
         process.wait(timeout=timeout_s)
+
+
+def exit_on_sigterm() -> None:
+    """Turn SIGTERM into SystemExit, so `finally` blocks stop our children.
+
+    uvicorn re-raises the signal it handled once it has shut down; with the default handler
+    the process would die on the spot and leave its worker child running."""
+
+    def handler(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, handler)

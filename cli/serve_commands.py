@@ -7,7 +7,7 @@ import threading
 import click
 
 from cli.errors import reports_errors
-from cli.processes import start_worker, stop
+from cli.processes import exit_on_sigterm, start_worker, stop
 from ledger.persistence import migrate as migrations
 from ledger.persistence.open import open_store
 from ledger.persistence.reconcile import reconcile_once
@@ -44,6 +44,7 @@ def serve(host: str, port: int, api_only: bool) -> None:
         run_api(store, dispatcher, host, port)
         return
     migrations.upgrade(store.engine)
+    exit_on_sigterm()
     worker = start_worker()
     stop_reconciler = threading.Event()
     reconciler = threading.Thread(

@@ -4,6 +4,7 @@ the CLI with no API running, and the demo's table."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -114,6 +115,27 @@ def served(tmp_path: Path) -> Iterator[tuple[str, str]]:
             os.killpg(server.pid, signal.SIGKILL)
             server.wait(timeout=10)
         log.close()
+        _no_orphan_worker(tmp_path / "serve.log")
+
+
+def _no_orphan_worker(serve_log: Path) -> None:
+    """`serve` started a worker in its own session: stopping serve must stop it too."""
+    found = re.search(r"worker pid (\d+)", serve_log.read_text())
+    assert found, "serve did not report its worker's pid"
+    pid = int(found.group(1))
+
+    def gone() -> bool:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        return False
+
+    try:
+        wait_until(gone, 30, f"serve's worker (pid {pid}) to stop with serve")
+    finally:
+        if not gone():
+            os.killpg(pid, signal.SIGKILL)
 
 
 def test_serve_on_embedded_defaults_runs_api_worker_and_reconciler(
