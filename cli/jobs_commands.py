@@ -52,12 +52,16 @@ def show(job_id: str, as_json: bool) -> None:
 def list_command(account: str | None, after: int, limit: int, as_json: bool) -> None:
     """List jobs that changed after a ledger position, oldest change first."""
     store = open_store()
-    views = list_jobs(store, account=account, after=after, limit=limit)
+    # One more than asked tells whether the page was cut short.
+    views = list_jobs(store, account=account, after=after, limit=limit + 1)
     store.engine.dispose()
+    truncated = len(views) > limit
+    views = views[:limit]
     if as_json:
         items = [envelope(v).model_dump(mode="json") for v in views]
         cursor = views[-1].ledger_position if views else after
-        emit_json({"items": items, "next_cursor": cursor, "count": len(items)})
+        body = {"items": items, "next_cursor": cursor, "count": len(items)}
+        emit_json(body | {"truncated": truncated})
         return
     click.echo(_row("JOB", "ACCOUNT", "TOOL", "STATUS", "CODE", "NEXT ACTION"))
     for v in views:

@@ -129,6 +129,7 @@ def test_jobs_show_and_list(outcomes: Invoke, database_url: str) -> None:
     everything = orjson.loads(outcomes("jobs", "list", "--json").stdout)
     assert {item["job_id"] for item in everything["items"]} == {job_id, other}
     page = orjson.loads(outcomes("jobs", "list", "--limit", "1", "--json").stdout)
+    assert (page["count"], page["truncated"], everything["truncated"]) == (1, True, False)
     rest = orjson.loads(
         outcomes("jobs", "list", "--after", str(page["next_cursor"]), "--json").stdout
     )
