@@ -13,6 +13,8 @@ from ledger.settings import DEFAULT_HOME, Settings, load_settings
 from ledger.tools import load_tool_modules
 
 EXECUTE_TASK = "outcomes.execute"
+RECONCILE_TASK = "outcomes.reconcile"
+RECONCILE_EVERY_S = 5.0
 
 
 def embedded_broker(home: Path = DEFAULT_HOME) -> tuple[str, dict[str, Any]]:
@@ -57,7 +59,14 @@ def make_celery(settings: Settings | None = None) -> Celery:
         # A killed worker's message goes back to the queue; the claim stops a second run.
         task_reject_on_worker_lost=True,
         task_default_queue=settings.queue,
-        task_routes={EXECUTE_TASK: {"queue": settings.queue}},
+        task_routes={
+            EXECUTE_TASK: {"queue": settings.queue},
+            RECONCILE_TASK: {"queue": settings.queue},
+        },
+        # Used only where `celery beat` runs (the `outcomes reconcile` service is the other way).
+        beat_schedule={
+            "reconcile": {"task": RECONCILE_TASK, "schedule": RECONCILE_EVERY_S},
+        },
         task_serializer="json",
         accept_content=["json"],
         task_publish_retry=True,
@@ -78,4 +87,5 @@ def make_celery(settings: Settings | None = None) -> Celery:
     )
     load_tool_modules(settings.tools)
     app.autodiscover_tasks(["workers"], related_name="tasks", force=True)
+    app.autodiscover_tasks(["workers"], related_name="beat", force=True)
     return app

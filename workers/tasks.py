@@ -20,17 +20,18 @@ log = logging.getLogger(__name__)
 
 
 @cache
-def _executor(pid: int) -> Executor:
+def _executor(pid: int, url: str, lease_s: float) -> Executor:
     """One store (and connection pool) per worker process, made after the fork."""
-    settings = load_settings()
-    store = open_store(settings.database_url, pool_size=2)
-    return Executor(store, f"{socket.gethostname()}:{pid}", lease_s=settings.lease_s)
+    store = open_store(url, pool_size=2)
+    return Executor(store, f"{socket.gethostname()}:{pid}", lease_s=lease_s)
 
 
 @shared_task(name=EXECUTE_TASK, bind=True, acks_late=True, max_retries=8)
 def execute(self: Task, job_id: str) -> None:
+    settings = load_settings()
     try:
-        result: Execution = _executor(os.getpid()).execute(job_id)
+        executor = _executor(os.getpid(), settings.database_url, settings.lease_s)
+        result: Execution = executor.execute(job_id)
     except OutcomeUnrecordedError as exc:
         # The tool ran; running it again is not ours to decide. The lease lapses and the
         # reconciler records what is known (worker_lost, verify_at_source if it spends).
@@ -43,5 +44,4 @@ def execute(self: Task, job_id: str) -> None:
         raise self.retry(countdown=min(2**self.request.retries, 30)) from exc
     log.info("job %s: %s %s", job_id, result.claim.value, result.event_type or "")
     if result.retry_in_s is not None:
-        settings = load_settings()
         CeleryDispatcher(self.app, settings.queue).dispatch(job_id, result.retry_in_s)

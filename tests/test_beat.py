@@ -1,0 +1,45 @@
+"""The reconciler on Celery beat: the schedule names a registered task, and the task runs a
+real reconcile pass against the configured ledger."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from ledger.decisions import Caller, JobRequest
+from ledger.persistence.jobs import get_job
+from ledger.persistence.open import open_store
+from ledger.persistence.submit import submit
+from tests.test_reconcile import NoArgs  # noqa: F401 - registers the test tools
+from workers.app import RECONCILE_TASK, make_celery
+
+
+def test_beat_schedules_the_reconciler(tmp_path: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(str(tmp_path))
+    app = make_celery()
+    entry = app.conf.beat_schedule["reconcile"]
+    assert entry["task"] == RECONCILE_TASK
+    assert RECONCILE_TASK in app.tasks
+
+
+def test_the_beat_task_runs_a_pass(
+    database_url: str, tmp_path: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(str(tmp_path))
+    monkeypatch.setenv("OUTCOMES_DATABASE_URL", database_url)
+    monkeypatch.setenv("OUTCOMES_DISPATCH_TIMEOUT_S", "0.2")
+    store = open_store(database_url)
+    try:
+        job = submit(store, Caller("acme", "tok"), JobRequest("test.reconcile_spends", {})).view
+        overdue_at = datetime.now(UTC) + timedelta(seconds=0.3)
+        while datetime.now(UTC) < overdue_at:  # wait until the job is overdue
+            time.sleep(0.02)
+        app = make_celery()
+        recorded = app.tasks[RECONCILE_TASK].apply().get()
+        assert recorded == [f"job.redispatched {job.job_id}"]
+        view = get_job(store, job.job_id)
+        assert view is not None and view.dispatches == 2
+    finally:
+        store.engine.dispose()
