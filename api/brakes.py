@@ -1,8 +1,5 @@
-"""`GET /v1/brakes`: the brakes that hold now, and how many jobs each keeps waiting.
-
-A token scoped to one account sees the brakes that hold its jobs (global, any tool's, its own
-account's) and counts only its own jobs: other accounts' names and queues stay hidden.
-"""
+"""`GET /v1/brakes`: the brakes that hold now, and how many jobs each keeps waiting (a token
+scoped to one account sees only what concerns that account: `brake_listing`)."""
 
 from __future__ import annotations
 
@@ -17,9 +14,7 @@ from api.models import Brakes
 from api.openapi import problems
 from api.pages import json_response
 from api.state import state_of
-from ledger.brake_view import BrakeView
-from ledger.persistence.audit_queries import waiting_jobs
-from ledger.persistence.brakes import active_brakes
+from ledger.persistence.brakes import brake_listing
 from ledger.token_view import TokenView
 
 router = APIRouter(tags=["brakes"])
@@ -35,24 +30,6 @@ def list_brakes(
     request: Request,
     caller: Annotated[TokenView, Depends(require("operator", "auditor"))],
 ) -> Response:
-    scope = account_scope(caller)
     with state_of(request).store.reading() as conn:
-        held = [b for b in active_brakes(conn) if _concerns(b, scope)]
-        items = [
-            {
-                "brake_id": b.brake_id,
-                "scope": b.scope,
-                "reason": b.reason,
-                "operator": b.operator,
-                "pulled_at": b.pulled_at,
-                "queued_jobs": waiting_jobs(conn, b.scope, scope),
-            }
-            for b in held
-        ]
+        items = brake_listing(conn, account_scope(caller))
     return json_response({"brakes": items})
-
-
-def _concerns(brake: BrakeView, account: str | None) -> bool:
-    if account is None or not brake.scope.startswith("account:"):
-        return True
-    return brake.scope == f"account:{account}"

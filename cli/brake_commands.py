@@ -9,6 +9,7 @@ import click
 
 from cli.errors import reports_errors
 from cli.output import emit_json, json_option
+from ledger.chain import format_time
 from ledger.persistence.brakes import brake_listing, pull, release
 from ledger.persistence.open import open_store
 
@@ -70,8 +71,11 @@ def release_command(brake_id: str, reason: str, operator: str, as_json: bool) ->
 def status_command(as_json: bool) -> None:
     """List active brakes: scope, who pulled them, when, why, and how many jobs each holds."""
     store = open_store()
-    brakes = brake_listing(store)
+    with store.reading() as conn:
+        brakes = brake_listing(conn)
     store.engine.dispose()
+    for b in brakes:
+        b["pulled_at"] = format_time(b["pulled_at"])
     if as_json:
         emit_json({"brakes": brakes})
         return

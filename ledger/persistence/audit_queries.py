@@ -1,5 +1,5 @@
 """Read-only queries behind the HTTP API that the core's readers do not cover: the auditors'
-event pages and summary, the brakes' queues, long-poll positions, and the one-round-trip
+event pages and summary, long-poll positions, and the one-round-trip
 token + job read of `GET /v1/jobs/{id}`.
 
 Account scoping happens here, in SQL, so that a page never carries another account's row
@@ -16,7 +16,6 @@ from datetime import datetime
 
 from sqlalchemy import ColumnElement, Connection, and_, func, literal, select, true
 
-from ledger.codes import Status
 from ledger.events import RecordedEvent
 from ledger.job_view import JobView
 from ledger.persistence.errors import translated
@@ -26,8 +25,6 @@ from ledger.persistence.store import EventStore, row_to_event
 from ledger.persistence.tokens import hash_token
 from ledger.token_view import TokenView
 
-# Jobs a released brake would let start: accepted and waiting, or waiting for a retry.
-WAITING = (Status.QUEUED.value, Status.RETRYING.value)
 _IN_CHUNK = 500  # ids per IN (...) list: SQLite caps bound parameters
 
 
@@ -105,19 +102,6 @@ def summarize_jobs(
         by_tool=dict(sorted(counts["tool"].items())),
         by_account=dict(sorted(counts["account"].items())),
     )
-
-
-def waiting_jobs(conn: Connection, scope: str, account: str | None) -> int:
-    """How many jobs in a brake's scope (and the caller's account) wait to start."""
-    query = select(func.count()).select_from(jobs).where(jobs.c.status.in_(WAITING))
-    kind, _, name = scope.partition(":")
-    if kind == "tool":
-        query = query.where(jobs.c.tool == name)
-    elif kind == "account":
-        query = query.where(jobs.c.account == name)
-    if account is not None:
-        query = query.where(jobs.c.account == account)
-    return int(conn.execute(query).scalar_one())
 
 
 def job_positions(conn: Connection, job_ids: Sequence[str]) -> dict[str, int]:

@@ -9,7 +9,6 @@ from sqlalchemy import Connection, false, func, select
 
 from ledger.brake_view import BrakeView
 from ledger.brakes import parse_scope
-from ledger.chain import format_time
 from ledger.codes import Status
 from ledger.errors import LedgerError
 from ledger.events import BrakePulled, BrakeReleased, NewEvent
@@ -72,8 +71,9 @@ def _load(conn: Connection, brake_id: str) -> BrakeView:
     return view
 
 
-def queued_jobs(conn: Connection, scope: str) -> int:
-    """Jobs this brake holds back now: open and not running (queued or waiting to retry)."""
+def waiting_jobs(conn: Connection, scope: str, account: str | None = None) -> int:
+    """Jobs a brake holds back now: open and not running (queued or waiting to retry), in its
+    scope and, for a token scoped to one account, in that account only."""
     query = select(func.count()).where(
         jobs.c.terminal == false(),
         jobs.c.status.in_([Status.QUEUED.value, Status.RETRYING.value]),
@@ -83,20 +83,25 @@ def queued_jobs(conn: Connection, scope: str) -> int:
         query = query.where(jobs.c.tool == name)
     elif kind == "account":
         query = query.where(jobs.c.account == name)
+    if account is not None:
+        query = query.where(jobs.c.account == account)
     return int(conn.execute(query).scalar_one())
 
 
-def brake_listing(store: EventStore) -> list[dict[str, Any]]:
-    """The shape of `GET /v1/brakes` and `outcomes brake status --json` items."""
-    with store.reading() as conn:
-        return [
-            {
-                "brake_id": b.brake_id,
-                "scope": b.scope,
-                "reason": b.reason,
-                "operator": b.operator,
-                "pulled_at": format_time(b.pulled_at),
-                "queued_jobs": queued_jobs(conn, b.scope),
-            }
-            for b in active_brakes(conn)
-        ]
+def brake_listing(conn: Connection, account: str | None = None) -> list[dict[str, Any]]:
+    """The items of `GET /v1/brakes` and `outcomes brake status --json`.
+
+    Seen from one account: the brakes that hold its jobs (global, any tool's, its own
+    account's), counting only its own jobs; other accounts' names and queues stay hidden."""
+    return [
+        {
+            "brake_id": b.brake_id,
+            "scope": b.scope,
+            "reason": b.reason,
+            "operator": b.operator,
+            "pulled_at": b.pulled_at,
+            "queued_jobs": waiting_jobs(conn, b.scope, account),
+        }
+        for b in active_brakes(conn)
+        if account is None or not b.scope.startswith("account:") or b.scope == f"account:{account}"
+    ]
