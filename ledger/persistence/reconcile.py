@@ -10,7 +10,7 @@ import logging
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from sqlalchemy import cast, delete, false, func, null, select, union_all
+from sqlalchemy import cast, false, func, null, select, union_all
 
 from ledger.chain import utc
 from ledger.codes import Status
@@ -20,6 +20,7 @@ from ledger.job_view import JobView
 from ledger.persistence.schema import jobs, leases
 from ledger.persistence.store import EventStore
 from ledger.persistence.submit import Dispatcher, DispatchError
+from ledger.persistence.work import drop_lease
 from ledger.reconcile_rules import (
     Finding,
     OpenJob,
@@ -102,9 +103,7 @@ def _record(store: EventStore, finding: Finding) -> bool:
         with store.transaction() as tx:
             tx.append(job_stream(finding.job_id), [event], finding.after_version)
             # The silent attempt is over either way: its lease must not outlive it.
-            tx.conn.execute(
-                delete(leases).where(leases.c.job_id == finding.job_id, leases.c.attempt == attempt)
-            )
+            drop_lease(tx.conn, finding.job_id, attempt)
     except (ConcurrencyError, AlreadyTerminalError):
         return False  # the job moved since we looked: someone else settled it
     return True

@@ -146,7 +146,7 @@ def _record_once(store: EventStore, job_id: str, after_version: int, event: NewE
         try:
             with store.transaction() as tx:
                 tx.append(stream, [event], after_version)
-                _drop_lease(tx.conn, job_id, attempt)
+                drop_lease(tx.conn, job_id, attempt)
             return Recorded(late=False)
         except (ConcurrencyError, AlreadyTerminalError):
             pass
@@ -162,7 +162,7 @@ def _record_once(store: EventStore, job_id: str, after_version: int, event: NewE
     return Recorded(late=True)
 
 
-def _drop_lease(conn: Connection, job_id: str, attempt: int) -> None:
+def drop_lease(conn: Connection, job_id: str, attempt: int) -> None:
     """The attempt is over: its lease goes (a later attempt's lease stays)."""
     conn.execute(delete(leases).where(leases.c.job_id == job_id, leases.c.attempt == attempt))
 
@@ -180,7 +180,7 @@ def _append_late(store: EventStore, stream: str, event: NewEvent) -> None:
     late_id = uuid.uuid5(_LATE, str(event.event_id))
     with contextlib.suppress(DuplicateEventError), store.transaction() as tx:
         tx.append(stream, [NewEvent(payload=late, actor=event.actor, event_id=late_id)])
-        _drop_lease(tx.conn, job_id_of(stream), late.attempt)
+        drop_lease(tx.conn, job_id_of(stream), late.attempt)
 
 
 _LATE = uuid.UUID("6c617465-6f75-7463-6f6d-650000000000")
