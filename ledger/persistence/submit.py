@@ -8,7 +8,7 @@ import logging
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Protocol
+from typing import Any, Protocol
 
 from ledger.brakes import brake_error, holding
 from ledger.decisions import Caller, JobRequest, quota_refusal, retry_after, tool_refusal
@@ -83,27 +83,21 @@ def _decide(store: EventStore, caller: Caller, request: JobRequest) -> Submitted
                 return Submitted(earlier, replayed=True)
         refusal = tool_refusal(spec, caller, request) or _precondition(tx, spec, caller, request)
         job_id = str(uuid.uuid4())
+        request_fields: dict[str, Any] = {
+            "account": caller.account,
+            "tool": request.tool,
+            "args": request.args,
+            "idempotency_key": key,
+            "request_hash": fingerprint,
+            "spends": bool(spec and spec.spends),
+        }
+        payload: JobAccepted | JobRefused
         if refusal is not None:
-            payload: JobAccepted | JobRefused = JobRefused(
-                account=caller.account,
-                tool=request.tool,
-                args=request.args,
-                idempotency_key=key,
-                request_hash=fingerprint,
-                spends=bool(spec and spec.spends),
-                error=refusal,
-            )
+            payload = JobRefused(**request_fields, error=refusal)
         else:
             assert spec is not None
             payload = JobAccepted(
-                account=caller.account,
-                tool=request.tool,
-                args=request.args,
-                idempotency_key=key,
-                request_hash=fingerprint,
-                spends=spec.spends,
-                timeout_s=spec.timeout_s,
-                max_attempts=spec.max_attempts,
+                **request_fields, timeout_s=spec.timeout_s, max_attempts=spec.max_attempts
             )
         event = NewEvent(payload=payload, actor=caller.token_id)
         recorded = tx.append(job_stream(job_id), [event], NO_STREAM)
