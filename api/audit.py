@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query
 from starlette.requests import Request
@@ -21,9 +21,8 @@ from api.pages import json_response, page
 from api.problems import invalid_input
 from api.state import state_of
 from ledger.codes import Code
-from ledger.events import RecordedEvent
 from ledger.persistence.audit_queries import EventFilter, find_events, summarize_jobs
-from ledger.scrub import public_event_data
+from ledger.scrub import public_event
 from ledger.token_view import TokenView
 
 router = APIRouter(tags=["audit"])
@@ -41,7 +40,6 @@ Until = Annotated[
 RFC3339 = re.compile(
     r"^([0-9]{4}-[0-9]{2}-[0-9]{2})[Tt]([0-9]{2}:[0-9]{2}):([0-9]{2})(\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})$"
 )
-REDACTED = "(redacted)"
 
 
 @router.get(
@@ -78,7 +76,7 @@ def audit_events(
     )
     with state_of(request).store.reading() as conn:
         found = find_events(conn, where)
-    return json_response(page([_item(e) for e in found], limit, after, "position"))
+    return json_response(page([public_event(e) for e in found], limit, after, "position"))
 
 
 @router.get(
@@ -128,20 +126,3 @@ def _utc(text: str | None) -> datetime | None:
         return moment.astimezone(UTC)
     except (ValueError, OverflowError):
         raise invalid_input("A time is out of range or not a calendar time.") from None
-
-
-def _item(event: RecordedEvent) -> dict[str, Any]:
-    data = public_event_data(event.data)
-    return {
-        "position": event.position,
-        "stream_id": event.stream_id,
-        "stream_version": event.stream_version,
-        "event_id": str(event.event_id),
-        "type": event.type,
-        "code": event.code,
-        "actor": event.actor,
-        "recorded_at": event.recorded_at,
-        "data": data,
-        "prev_hash": event.prev_hash,
-        "hash": event.hash,
-    }

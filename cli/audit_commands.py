@@ -19,7 +19,7 @@ from ledger.events import RecordedEvent
 from ledger.persistence.audit import take_digest, verify_ledger
 from ledger.persistence.audit_queries import EventFilter, find_events, summarize_jobs
 from ledger.persistence.open import open_store
-from ledger.scrub import public_event_data
+from ledger.scrub import public_event
 
 output_option = click.option(
     "--output",
@@ -47,21 +47,8 @@ def when(ctx: click.Context, param: click.Parameter, value: str | None) -> datet
 
 
 def event_item(event: RecordedEvent, *, raw: bool = False) -> dict[str, Any]:
-    """One event for output; `raw` (the export, for independent verification) keeps the
-    stored data exactly, since its hash covers it."""
-    return {
-        "position": event.position,
-        "stream_id": event.stream_id,
-        "stream_version": event.stream_version,
-        "event_id": str(event.event_id),
-        "type": event.type,
-        "code": event.code.value if event.code else None,
-        "actor": event.actor,
-        "recorded_at": format_time(event.recorded_at),
-        "data": event.data if raw else public_event_data(event.data),
-        "prev_hash": event.prev_hash,
-        "hash": event.hash,
-    }
+    """`public_event`, with its time in the ledger's own text format for files and tables."""
+    return public_event(event, raw=raw) | {"recorded_at": format_time(event.recorded_at)}
 
 
 CSV_COLUMNS = ["position", "stream_id", "stream_version", "type", "code", "actor", "recorded_at"]

@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ledger.events import RecordedEvent
+
 REDACTED = "[REDACTED]"
 
 _PATTERNS = [
@@ -58,3 +60,21 @@ def public_event_data(data: dict[str, Any]) -> dict[str, Any]:
     if "token_hash" in shown:
         shown["token_hash"] = ARG_REDACTED
     return shown
+
+
+def public_event(event: RecordedEvent, *, raw: bool = False) -> dict[str, Any]:
+    """One recorded event as auditors' interfaces show it (HTTP and CLI). `raw` keeps the
+    stored data exactly (the export: its hash covers it), arguments included."""
+    return {
+        "position": event.position,
+        "stream_id": event.stream_id,
+        "stream_version": event.stream_version,
+        "event_id": str(event.event_id),
+        "type": event.type,
+        "code": event.code,
+        "actor": event.actor,
+        "recorded_at": event.recorded_at,
+        "data": event.data if raw else public_event_data(event.data),
+        "prev_hash": event.prev_hash,
+        "hash": event.hash,
+    }
