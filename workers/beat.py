@@ -17,7 +17,7 @@ from ledger.persistence.store import EventStore
 from ledger.reconcile_rules import ReconcilePolicy
 from ledger.settings import load_settings
 from workers.app import RECONCILE_TASK
-from workers.dispatch import dispatcher_from_settings
+from workers.dispatch import CeleryDispatcher, dispatcher_from_settings
 
 log = logging.getLogger(__name__)
 
@@ -28,12 +28,18 @@ def _store(pid: int, url: str) -> EventStore:
     return open_store(url, pool_size=1)
 
 
+@cache
+def _dispatcher(pid: int) -> CeleryDispatcher:
+    """Built once per process, not once per pass (a Celery app and its producer pool)."""
+    return dispatcher_from_settings()
+
+
 @shared_task(name=RECONCILE_TASK, ignore_result=True)
 def reconcile_pass() -> list[str]:
     settings = load_settings()
     result = reconcile_once(
         _store(os.getpid(), settings.database_url),
-        dispatcher_from_settings(),
+        _dispatcher(os.getpid()),
         ReconcilePolicy(settings.dispatch_timeout_s),
     )
     if result.recorded:
