@@ -12,9 +12,8 @@ from api.limits import MAX_BODY_BYTES, BodyLimitMiddleware
 from api.openapi import build_openapi
 from api.state import ApiState
 from api.waiter import JobWaiter
-from ledger.persistence.open import open_store
-from ledger.persistence.store import EventStore
-from ledger.persistence.submit import Dispatcher
+from ledger.dispatch import Dispatcher
+from ledger.services.ledger import Ledger, open_ledger
 from ledger.settings import load_settings
 from ledger.tools import load_tool_modules
 
@@ -25,23 +24,19 @@ DESCRIPTION = (
 
 
 def create_app(
-    store: EventStore | None,
+    ledger: Ledger | None,
     dispatcher: Dispatcher | None,
     *,
     max_body_bytes: int = MAX_BODY_BYTES,
 ) -> FastAPI:
-    """The API over `store` (None: the ledger named by OUTCOMES_DATABASE_URL), handing
+    """The API over `ledger` (None: the ledger named by OUTCOMES_DATABASE_URL), handing
     accepted jobs to `dispatcher` (whoever starts the API passes it: `outcomes serve` gives
     Celery's; None records decisions only, and the reconciler dispatches them later)."""
     settings = load_settings()
     load_tool_modules(settings.tools)  # the tools' registry decides what is accepted
-    owns_store = store is None
-    ledger = store if store is not None else open_store(settings.database_url)
-    state = ApiState(
-        store=ledger,
-        dispatcher=dispatcher,
-        waiter=JobWaiter(ledger),
-    )
+    owned = ledger is None  # opened here, so closed here
+    opened = ledger if ledger is not None else open_ledger(settings.database_url)
+    state = ApiState(ledger=opened, dispatcher=dispatcher, waiter=JobWaiter(opened))
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -50,8 +45,8 @@ def create_app(
             yield
         finally:
             await state.waiter.stop()
-            if owns_store:
-                ledger.engine.dispose()
+            if owned:
+                opened.close()
 
     app = FastAPI(
         title="Outcome Ledger",

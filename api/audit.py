@@ -14,15 +14,17 @@ from fastapi import APIRouter, Depends, Query
 from starlette.requests import Request
 from starlette.responses import Response
 
-from api.auth import account_scope, require
+from api.auth import require
 from api.models import ACCOUNT, MAX_POSITION, PRINTABLE, EventPage, Summary
 from api.openapi import problems
 from api.pages import json_response, page
 from api.problems import invalid_input
 from api.state import state_of
+from ledger.access import account_scope
 from ledger.codes import Code
-from ledger.persistence.audit_queries import EventFilter, find_events, summarize_jobs
-from ledger.scrub import public_event
+from ledger.public import public_event
+from ledger.queries import EventFilter, JobSummary
+from ledger.services import audit
 from ledger.token_view import TokenView
 
 router = APIRouter(tags=["audit"])
@@ -60,7 +62,7 @@ def audit_events(
     after: Annotated[int, Query(ge=0, le=MAX_POSITION)] = 0,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> Response:
-    scope = account_scope(caller)
+    scope = account_scope(caller.account)
     window = (_utc(since), _utc(until))  # a malformed time is a 422 whatever the scope
     if scope is not None and account not in (None, scope):
         return json_response(page([], limit, after, "position"))  # never another account's
@@ -74,8 +76,7 @@ def audit_events(
         after=after,
         limit=limit + 1,
     )
-    with state_of(request).store.reading() as conn:
-        found = find_events(conn, where)
+    found = audit.events(state_of(request).ledger, where)
     return json_response(page([public_event(e) for e in found], limit, after, "position"))
 
 
@@ -93,22 +94,12 @@ def audit_summary(
     since: Since = None,
     until: Until = None,
 ) -> Response:
-    scope = account_scope(caller)
+    scope = account_scope(caller.account)
     window = (_utc(since), _utc(until))  # a malformed time is a 422 whatever the scope
     if scope is not None and account not in (None, scope):
-        empty = {"jobs": 0, "by_status": {}, "by_code": {}, "by_tool": {}, "by_account": {}}
-        return json_response(empty)  # never another account's
-    with state_of(request).store.reading() as conn:
-        summary = summarize_jobs(conn, scope or account, tool, *window)
-    return json_response(
-        {
-            "jobs": summary.jobs,
-            "by_status": summary.by_status,
-            "by_code": summary.by_code,
-            "by_tool": summary.by_tool,
-            "by_account": summary.by_account,
-        }
-    )
+        return json_response(JobSummary(jobs=0).to_json())  # never another account's
+    found = audit.summary(state_of(request).ledger, scope or account, tool, *window)
+    return json_response(found.to_json())
 
 
 def _utc(text: str | None) -> datetime | None:

@@ -1,7 +1,9 @@
 """Bearer tokens (DESIGN §6): each scoped to an account (`*` = every account) and a role.
 
-The token is hashed and looked up; it is never echoed, logged or kept. Every failure to
-authenticate answers the same 401, so a caller learns nothing about which tokens exist.
+The header is read by `token_of` alone and the token checked by the ledger's one
+`authenticate`; it is never echoed, logged or kept. Every failure to authenticate answers the
+same 401 (`NotAuthenticatedError`, mapped in `api.handlers`), so a caller learns nothing about
+which tokens exist.
 """
 
 from __future__ import annotations
@@ -13,44 +15,34 @@ from fastapi import Depends, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.requests import Request
 
-from api.problems import forbidden, unauthorized
+from api.problems import forbidden
 from api.state import state_of
-from ledger.persistence.tokens import ALL_ACCOUNTS, authenticate
+from ledger.errors import NotAuthenticatedError
+from ledger.services import tokens
 from ledger.token_view import TokenView
 
+# Documents the scheme in /openapi.json; routes that name it in `openapi_extra` instead skip
+# this dependency (the agents' hottest route: nested dependencies cost as much as its work).
 bearer = HTTPBearer(
     auto_error=False,
     scheme_name="bearer",
     description="A ledger token (`outcomes tokens create`), scoped to an account and a role.",
 )
-
-
-async def bearer_token(
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Security(bearer)],
-) -> str:
-    """The raw token from the header (not yet checked against the ledger)."""
-    if credentials is None or not credentials.credentials:
-        raise unauthorized()
-    return credentials.credentials
+Scheme = Annotated[HTTPAuthorizationCredentials | None, Security(bearer)]
 
 
 def token_of(request: Request) -> str:
-    """`bearer_token` without the dependency machinery, for the agents' hottest route (whose
-    document still names the `bearer` scheme): resolving two nested dependencies per request
-    costs as much as the route's own work."""
+    """The raw token from the Authorization header (not yet checked against the ledger)."""
     scheme, _, token = request.headers.get("authorization", "").partition(" ")
     token = token.strip()
     if scheme.lower() != "bearer" or not token:
-        raise unauthorized()
+        raise NotAuthenticatedError()
     return token
 
 
-def principal(request: Request, token: Annotated[str, Depends(bearer_token)]) -> TokenView:
+def principal(request: Request, _scheme: Scheme) -> TokenView:
     """The caller's token view: it exists and is not revoked. Runs in the thread pool."""
-    view = authenticate(state_of(request).store, token)
-    if view is None:
-        raise unauthorized()
-    return view
+    return tokens.authenticate(state_of(request).ledger, token_of(request))
 
 
 Principal = Annotated[TokenView, Depends(principal)]
@@ -67,12 +59,3 @@ def require(*roles: str) -> Callable[[TokenView], Awaitable[TokenView]]:
         return view
 
     return dependency
-
-
-def account_scope(view: TokenView) -> str | None:
-    """The account whose rows this token may see; None: every account."""
-    return None if view.account == ALL_ACCOUNTS else view.account
-
-
-def may_see(view: TokenView, account: str) -> bool:
-    return view.account in (ALL_ACCOUNTS, account)

@@ -1,5 +1,5 @@
 """`GET /v1/brakes`: the brakes that hold now, and how many jobs each keeps waiting (a token
-scoped to one account sees only what concerns that account: `brake_listing`)."""
+scoped to one account sees only what concerns that account: `brakes.holds`)."""
 
 from __future__ import annotations
 
@@ -9,12 +9,13 @@ from fastapi import APIRouter, Depends
 from starlette.requests import Request
 from starlette.responses import Response
 
-from api.auth import account_scope, require
+from api.auth import require
 from api.models import Brakes
 from api.openapi import problems
 from api.pages import json_response
 from api.state import state_of
-from ledger.persistence.brakes import brake_listing
+from ledger.access import account_scope
+from ledger.services import brakes
 from ledger.token_view import TokenView
 
 router = APIRouter(tags=["brakes"])
@@ -30,6 +31,5 @@ def list_brakes(
     request: Request,
     caller: Annotated[TokenView, Depends(require("operator", "auditor"))],
 ) -> Response:
-    with state_of(request).store.reading() as conn:
-        items = brake_listing(conn, account_scope(caller))
-    return json_response({"brakes": items})
+    holds = brakes.holds(state_of(request).ledger, account_scope(caller.account))
+    return json_response({"brakes": [hold.to_json() for hold in holds]})

@@ -21,14 +21,19 @@ from api.problems import (
     ApiProblem,
     internal_error,
     invalid_input,
+    job_not_found,
     method_not_allowed,
     problem_response,
     route_not_found,
+    unauthorized,
     unavailable,
 )
 from ledger.errors import (
+    IdempotencyConflictError,
     InvalidEventError,
+    JobNotFoundError,
     LedgerError,
+    NotAuthenticatedError,
     SchemaMissingError,
     StorageUnavailableError,
 )
@@ -79,6 +84,18 @@ def _where(loc: Sequence[Any]) -> str:
 
 
 async def _on_ledger(request: Request, exc: Exception) -> Response:
+    """The ledger's typed errors, each to its one answer."""
+    if isinstance(exc, NotAuthenticatedError):
+        return problem_response(unauthorized())
+    if isinstance(exc, JobNotFoundError):
+        return problem_response(job_not_found())
+    if isinstance(exc, IdempotencyConflictError):
+        return problem_response(
+            invalid_input(
+                f"The idempotency key was already used with another body (job {exc.job_id}).",
+                fix="use a new idempotency key for a different request",
+            )
+        )
     if isinstance(exc, InvalidEventError):
         return problem_response(invalid_input("The request holds data the ledger cannot record."))
     if isinstance(exc, SchemaMissingError):

@@ -12,6 +12,7 @@ from api.pages import json_response
 from api.problems import unavailable
 from api.state import state_of
 from ledger.errors import LedgerError
+from ledger.services import admin
 
 router = APIRouter(tags=["health"])
 
@@ -29,7 +30,7 @@ async def healthz() -> Response:
 )
 def readyz(request: Request) -> Response:
     try:
-        position = state_of(request).store.last_position()
+        position = admin.check(state_of(request).ledger)
     except LedgerError:
         raise unavailable() from None
     return json_response({"status": "ready", "ledger_position": position})

@@ -22,11 +22,11 @@ from api.models import SubmitAccepted, SubmitBody
 from api.openapi import SUBMIT_DESCRIPTIONS, problems
 from api.problems import ApiProblem, forbidden, invalid_input
 from api.state import state_of
+from ledger.access import ALL_ACCOUNTS
 from ledger.codes import Code, Status
 from ledger.decisions import Caller, JobRequest
 from ledger.job_view import JobView
-from ledger.persistence.submit import IdempotencyConflictError, submit
-from ledger.persistence.tokens import ALL_ACCOUNTS
+from ledger.services.submit import submit
 from ledger.token_view import TokenView
 
 router = APIRouter(tags=["jobs"])
@@ -83,13 +83,7 @@ async def submit_job(
     )
     job = JobRequest(tool=body.tool, args=body.args, idempotency_key=body.idempotency_key)
     state = state_of(request)
-    try:
-        submitted = await run_in_threadpool(submit, state.store, caller, job, state.dispatcher)
-    except IdempotencyConflictError as exc:
-        raise invalid_input(
-            f"The idempotency key was already used with another body (job {exc.job_id}).",
-            fix="use a new idempotency key for a different request",
-        ) from None
+    submitted = await run_in_threadpool(submit, state.ledger, caller, job, state.dispatcher)
     return answer(submitted.view)
 
 

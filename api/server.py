@@ -9,15 +9,15 @@ import time
 import uvicorn
 
 from api.app import create_app
-from ledger.persistence.store import EventStore
-from ledger.persistence.submit import Dispatcher
+from ledger.dispatch import Dispatcher
+from ledger.services.ledger import Ledger
 
 
 def _config(
-    store: EventStore | None, dispatcher: Dispatcher | None, host: str, port: int, log: str
+    ledger: Ledger | None, dispatcher: Dispatcher | None, host: str, port: int, log: str
 ) -> uvicorn.Config:
     return uvicorn.Config(
-        create_app(store, dispatcher),
+        create_app(ledger, dispatcher),
         host=host,
         port=port,
         log_level=log,
@@ -27,13 +27,13 @@ def _config(
 
 
 def serve(
-    store: EventStore | None,
+    ledger: Ledger | None,
     dispatcher: Dispatcher | None,
     host: str = "127.0.0.1",
     port: int = 8000,
     log_level: str = "info",
 ) -> None:
-    uvicorn.Server(_config(store, dispatcher, host, port, log_level)).run()
+    uvicorn.Server(_config(ledger, dispatcher, host, port, log_level)).run()
 
 
 class BackgroundServer:
@@ -41,12 +41,12 @@ class BackgroundServer:
 
     def __init__(
         self,
-        store: EventStore,
+        ledger: Ledger,
         dispatcher: Dispatcher | None,
         host: str = "127.0.0.1",
         port: int = 0,
     ) -> None:
-        self._server = uvicorn.Server(_config(store, dispatcher, host, port, "warning"))
+        self._server = uvicorn.Server(_config(ledger, dispatcher, host, port, "warning"))
         self._thread = threading.Thread(target=self._server.run, name="api", daemon=True)
 
     @property

@@ -9,13 +9,13 @@ from typing import cast
 from starlette.requests import Request
 
 from api.waiter import JobWaiter
-from ledger.persistence.store import EventStore
-from ledger.persistence.submit import Dispatcher
+from ledger.dispatch import Dispatcher
+from ledger.services.ledger import Ledger
 
 
 @dataclass(frozen=True)
 class ApiState:
-    store: EventStore
+    ledger: Ledger
     dispatcher: Dispatcher | None
     waiter: JobWaiter
 

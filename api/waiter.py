@@ -22,9 +22,8 @@ from dataclasses import dataclass, field
 
 from starlette.concurrency import run_in_threadpool
 
-from ledger.persistence.audit_queries import job_positions, one_statement
-from ledger.persistence.notify_listener import JobListener, listen_dsn
-from ledger.persistence.store import EventStore
+from ledger.services import jobs
+from ledger.services.ledger import Ledger
 
 log = logging.getLogger(__name__)
 
@@ -55,14 +54,13 @@ class Watch:
 
 
 class JobWaiter:
-    def __init__(self, store: EventStore, poll_s: float | None = None) -> None:
-        self._store = store
-        self._dsn = listen_dsn(store.engine)
-        self.poll_s = poll_s or (LISTEN_POLL_S if self._dsn else PLAIN_POLL_S)
+    def __init__(self, ledger: Ledger, poll_s: float | None = None) -> None:
+        self._ledger = ledger
+        self._listener = jobs.listener(ledger, self.wake, self.wake_all)
+        self.poll_s = poll_s or (LISTEN_POLL_S if self._listener else PLAIN_POLL_S)
         self._watches: dict[str, set[Watch]] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._listener: JobListener | None = None
         # Test and bench hook: called with the job id when a request starts to wait.
         self.on_wait: Callable[[str], None] | None = None
 
@@ -77,8 +75,7 @@ class JobWaiter:
             return
         self._loop = loop
         self._tasks = [loop.create_task(self._poll_forever(), name="long-poll poller")]
-        if self._dsn is not None:
-            self._listener = JobListener(self._dsn, self.wake, self.wake_all)
+        if self._listener is not None:
             self._tasks.append(loop.create_task(self._listener.run(), name="long-poll listener"))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._listener.connected.wait(), LISTEN_READY_S)
@@ -133,5 +130,4 @@ class JobWaiter:
                     watch.event.set()
 
     def _positions(self, ids: list[str]) -> dict[str, int]:
-        with one_statement(self._store) as conn:
-            return job_positions(conn, ids)
+        return jobs.positions(self._ledger, ids)

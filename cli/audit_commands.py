@@ -6,20 +6,19 @@ import csv
 import sys
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 import click
 import orjson
 
+from cli.context import with_ledger
 from cli.errors import EXIT_PROBLEM, fail, reports_errors
 from cli.output import emit_json, json_option
-from ledger.chain import format_time, utc
+from ledger.clock import utc
 from ledger.digest import Digest
-from ledger.events import RecordedEvent
-from ledger.persistence.audit import take_digest, verify_ledger
-from ledger.persistence.audit_queries import EventFilter, find_events, summarize_jobs
-from ledger.persistence.open import open_store
-from ledger.scrub import public_event
+from ledger.public import public_event
+from ledger.queries import EventFilter
+from ledger.services import audit as audit_service
+from ledger.services.ledger import Ledger
 
 output_option = click.option(
     "--output",
@@ -46,11 +45,6 @@ def when(ctx: click.Context, param: click.Parameter, value: str | None) -> datet
         ) from None
 
 
-def event_item(event: RecordedEvent, *, raw: bool = False) -> dict[str, Any]:
-    """`public_event`, with its time in the ledger's own text format for files and tables."""
-    return public_event(event, raw=raw) | {"recorded_at": format_time(event.recorded_at)}
-
-
 CSV_COLUMNS = ["position", "stream_id", "stream_version", "type", "code", "actor", "recorded_at"]
 
 
@@ -72,7 +66,9 @@ CSV_COLUMNS = ["position", "stream_id", "stream_version", "type", "code", "actor
 )
 @output_option
 @reports_errors
+@with_ledger
 def events(
+    ledger: Ledger,
     account: str | None,
     tool: str | None,
     event_type: str | None,
@@ -86,11 +82,7 @@ def events(
 ) -> None:
     """List recorded events, oldest first, filtered."""
     where = EventFilter(account, tool, event_type, code, since, until, after, limit)
-    store = open_store()
-    with store.reading() as conn:
-        found = find_events(conn, where)
-    store.engine.dispose()
-    items = [event_item(e) for e in found]
+    items = [public_event(e) for e in audit_service.events(ledger, where)]
     with click.open_file(str(output) if output else "-", "w") as out:
         if fmt == "jsonl":
             for item in items:
@@ -115,7 +107,9 @@ def events(
 @click.option("--until", callback=when, help="Jobs created before this moment (UTC).")
 @json_option
 @reports_errors
+@with_ledger
 def summary(
+    ledger: Ledger,
     account: str | None,
     tool: str | None,
     since: datetime | None,
@@ -123,19 +117,9 @@ def summary(
     as_json: bool,
 ) -> None:
     """Count jobs by status, code, tool and account over a window."""
-    store = open_store()
-    with store.reading() as conn:
-        found = summarize_jobs(conn, account, tool, since, until)
-    store.engine.dispose()
-    body = {
-        "jobs": found.jobs,
-        "by_status": found.by_status,
-        "by_code": found.by_code,
-        "by_tool": found.by_tool,
-        "by_account": found.by_account,
-    }
+    found = audit_service.summary(ledger, account, tool, since, until)
     if as_json:
-        emit_json(body)
+        emit_json(found.to_json())
         return
     click.echo(f"jobs: {found.jobs}")
     for title, counts in (
@@ -152,36 +136,33 @@ def summary(
 @audit.command()
 @output_option
 @reports_errors
-def export(output: Path | None) -> None:
+@with_ledger
+def export(ledger: Ledger, output: Path | None) -> None:
     """Export every event as JSONL, exactly as stored (job arguments included: guard the file
     like the database), with hashes, so the ledger can be verified elsewhere."""
-    store = open_store()
-    total = store.last_position()
+    total = audit_service.size(ledger)
     written = 0
     with (
         click.open_file(str(output) if output else "-", "w") as out,
         click.progressbar(length=total, label="exporting", file=sys.stderr) as bar,
     ):
-        for event in store.iter_events():
-            out.write(orjson.dumps(event_item(event, raw=True)).decode() + "\n")
+        for event in audit_service.every_event(ledger, progress=bar.update):
+            out.write(orjson.dumps(public_event(event, raw=True)).decode() + "\n")
             written += 1
-            bar.update(1)
-    store.engine.dispose()
     click.echo(f"exported {written} events", err=True)
 
 
 @audit.command()
 @output_option
 @reports_errors
-def digest(output: Path | None) -> None:
+@with_ledger
+def digest(ledger: Ledger, output: Path | None) -> None:
     """Print a JSON digest: the head (version, hash) of every stream.
 
     Keep it somewhere the ledger's writers cannot reach; `audit verify --digest FILE` later
     proves the ledger still extends it (a history rewritten end to end is caught this way).
     """
-    store = open_store()
-    taken = take_digest(store)
-    store.engine.dispose()
+    taken = audit_service.take_digest(ledger)
     if output is None:
         click.echo(taken.dumps().decode())
     else:
@@ -200,15 +181,14 @@ def digest(output: Path | None) -> None:
 )
 @json_option
 @reports_errors
-def verify(digest_file: Path | None, as_json: bool) -> None:
+@with_ledger
+def verify(ledger: Ledger, digest_file: Path | None, as_json: bool) -> None:
     """Recompute every event's hash and chain link; exit 2 naming the first broken position."""
     earlier = Digest.loads(digest_file.read_bytes()) if digest_file else None
-    store = open_store()
-    total = store.last_position()
+    total = audit_service.size(ledger)
     # Progress goes to stderr so that stdout stays clean for --json.
     with click.progressbar(length=total, label="verifying", file=sys.stderr) as bar:
-        report = verify_ledger(store, earlier, progress=bar.update)
-    store.engine.dispose()
+        report = audit_service.verify(ledger, earlier, progress=bar.update)
     first = report.first_problem
     if as_json:
         emit_json(

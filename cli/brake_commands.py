@@ -7,11 +7,11 @@ import getpass
 
 import click
 
+from cli.context import with_ledger
 from cli.errors import reports_errors
 from cli.output import emit_json, json_option
-from ledger.chain import format_time
-from ledger.persistence.brakes import brake_listing, pull, release
-from ledger.persistence.open import open_store
+from ledger.services import brakes
+from ledger.services.ledger import Ledger
 
 operator_option = click.option(
     "--operator",
@@ -36,12 +36,11 @@ def brake() -> None:
 @operator_option
 @json_option
 @reports_errors
-def pull_command(scope: str, reason: str, operator: str, as_json: bool) -> None:
+@with_ledger
+def pull_command(ledger: Ledger, scope: str, reason: str, operator: str, as_json: bool) -> None:
     """Pull a brake. When this returns, no job in scope starts; queued jobs end refused
     BRAKE_ENGAGED when a worker reaches them, and new submits are refused."""
-    store = open_store()
-    view = pull(store, scope, reason, operator)
-    store.engine.dispose()
+    view = brakes.pull(ledger, scope, reason, operator)
     if as_json:
         emit_json({"brake_id": view.brake_id})
     else:
@@ -54,11 +53,12 @@ def pull_command(scope: str, reason: str, operator: str, as_json: bool) -> None:
 @operator_option
 @json_option
 @reports_errors
-def release_command(brake_id: str, reason: str, operator: str, as_json: bool) -> None:
+@with_ledger
+def release_command(
+    ledger: Ledger, brake_id: str, reason: str, operator: str, as_json: bool
+) -> None:
     """Release brake BRAKE_ID. Jobs it refused stay refused; new jobs run again."""
-    store = open_store()
-    view = release(store, brake_id, reason, operator)
-    store.engine.dispose()
+    view = brakes.release(ledger, brake_id, reason, operator)
     if as_json:
         emit_json({"brake_id": view.brake_id, "released": True})
     else:
@@ -68,20 +68,16 @@ def release_command(brake_id: str, reason: str, operator: str, as_json: bool) ->
 @brake.command("status")
 @json_option
 @reports_errors
-def status_command(as_json: bool) -> None:
+@with_ledger
+def status_command(ledger: Ledger, as_json: bool) -> None:
     """List active brakes: scope, who pulled them, when, why, and how many jobs each holds."""
-    store = open_store()
-    with store.reading() as conn:
-        brakes = brake_listing(conn)
-    store.engine.dispose()
-    for b in brakes:
-        b["pulled_at"] = format_time(b["pulled_at"])
+    items = [hold.to_json() for hold in brakes.holds(ledger)]
     if as_json:
-        emit_json({"brakes": brakes})
+        emit_json({"brakes": items})
         return
-    if not brakes:
+    if not items:
         click.echo("no active brakes")
-    for b in brakes:
+    for b in items:
         click.echo(
             f"{b['brake_id']}  {b['scope']:<24} pulled {b['pulled_at']} by {b['operator']}"
             f"  queued_jobs={b['queued_jobs']}  reason: {b['reason']}"

@@ -16,14 +16,12 @@ from typing import Any
 import click
 import orjson
 
+from cli.context import ledger_of
 from cli.errors import reports_errors
 from cli.output import emit_json, json_option
 from cli.processes import exit_on_sigterm, start_worker, stop
-from ledger.persistence import migrate as migrations
-from ledger.persistence.brakes import pull, release
-from ledger.persistence.open import open_store
-from ledger.persistence.store import EventStore
-from ledger.persistence.tokens import create_token
+from ledger.services import admin, brakes, tokens
+from ledger.services.ledger import Ledger
 
 
 @dataclass(frozen=True)
@@ -32,13 +30,15 @@ class Scenario:
     tool: str
     args: dict[str, Any]
     token: str = "agent"  # which demo token submits it
-    before: Callable[[EventStore], None] | None = field(default=None, compare=False)
+    before: Callable[[Ledger], None] | None = field(default=None, compare=False)
 
 
-def _scenarios(brakes: list[str]) -> list[Scenario]:
-    def brake_mail(store: EventStore) -> None:
-        view = pull(store, "tool:mail.send_release_note", "demo: mail provider incident", "demo")
-        brakes.append(view.brake_id)
+def _scenarios(pulled: list[str]) -> list[Scenario]:
+    def brake_mail(ledger: Ledger) -> None:
+        view = brakes.pull(
+            ledger, "tool:mail.send_release_note", "demo: mail provider incident", "demo"
+        )
+        pulled.append(view.brake_id)
 
     sweep = {"keywords": ["outcome ledger"]}
     return [
@@ -112,11 +112,11 @@ class Client:
             return error.code, orjson.loads(error.read())
 
 
-def _run(client: Client, tokens: dict[str, str], store: EventStore, sc: Scenario) -> dict[str, Any]:
+def _run(client: Client, secrets: dict[str, str], ledger: Ledger, sc: Scenario) -> dict[str, Any]:
     if sc.before is not None:
-        sc.before(store)
+        sc.before(ledger)
     status, body = client.call(
-        "POST", "/v1/jobs", tokens[sc.token], {"tool": sc.tool, "args": sc.args}
+        "POST", "/v1/jobs", secrets[sc.token], {"tool": sc.tool, "args": sc.args}
     )
     job_id = body.get("job_id")
     if job_id is None:
@@ -124,7 +124,7 @@ def _run(client: Client, tokens: dict[str, str], store: EventStore, sc: Scenario
     envelope = body
     deadline = time.monotonic() + 60
     while True:
-        _, envelope = client.call("GET", f"/v1/jobs/{job_id}?wait=20", tokens["agent"])
+        _, envelope = client.call("GET", f"/v1/jobs/{job_id}?wait=20", secrets["agent"])
         if envelope.get("terminal") or time.monotonic() > deadline:
             break
     error = envelope.get("error") or {}
@@ -158,29 +158,28 @@ def demo(home: Path | None, as_json: bool) -> None:
     for name in ("OUTCOMES_DATABASE_URL", "OUTCOMES_BROKER_URL", "OUTCOMES_QUEUE"):
         os.environ.pop(name, None)
     os.environ["OUTCOMES_TOOLS"] = "examples.seed_tools"
-    store = open_store()
-    migrations.upgrade(store.engine)
-    tokens = {
-        "agent": create_token(store, "demo", "agent", None, "demo").token,
-        "narrow": create_token(store, "demo", "agent", ["tracker.read_issue"], "demo").token,
+    ledger = ledger_of(click.get_current_context())
+    admin.migrate(ledger)
+    secrets = {
+        "agent": tokens.create(ledger, "demo", "agent", None, "demo").token,
+        "narrow": tokens.create(ledger, "demo", "agent", ["tracker.read_issue"], "demo").token,
     }
     exit_on_sigterm()
     worker = start_worker(log=folder / "worker.log")
-    server = BackgroundServer(store, dispatcher_from_settings())
-    brakes: list[str] = []
+    server = BackgroundServer(ledger, dispatcher_from_settings())
+    pulled: list[str] = []
     rows: list[dict[str, Any]] = []
     try:
         client = Client(server.start())
-        scenarios = _scenarios(brakes)
+        scenarios = _scenarios(pulled)
         for number, scenario in enumerate(scenarios, start=1):
             click.echo(f"[{number}/{len(scenarios)}] {scenario.name}", err=True)
-            rows.append(_run(client, tokens, store, scenario))
+            rows.append(_run(client, secrets, ledger, scenario))
     finally:
-        for brake_id in brakes:
-            release(store, brake_id, "demo finished", "demo")
+        for brake_id in pulled:
+            brakes.release(ledger, brake_id, "demo finished", "demo")
         server.stop()
         stop(worker)
-        store.engine.dispose()
     if as_json:
         emit_json({"home": str(folder), "rows": rows})
         return

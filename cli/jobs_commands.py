@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import uuid
-
 import click
 
+from cli.context import with_ledger
 from cli.errors import fail, reports_errors
 from cli.output import emit_json, json_option
 from ledger.job_view import JobView, envelope
-from ledger.persistence.jobs import get_job, list_jobs
-from ledger.persistence.open import open_store
+from ledger.services import jobs as job_service
+from ledger.services.ledger import Ledger
 
 
 @click.group()
@@ -22,18 +21,12 @@ def jobs() -> None:
 @click.argument("job_id")
 @json_option
 @reports_errors
-def show(job_id: str, as_json: bool) -> None:
+@with_ledger
+def show(ledger: Ledger, job_id: str, as_json: bool) -> None:
     """Show one job's envelope (exactly what `GET /v1/jobs/{id}` returns)."""
-    try:
-        uuid.UUID(job_id)
-    except ValueError:
+    if job_service.job_key(job_id) is None:
         fail(f"{job_id!r} is not a job id (a UUID)")
-    store = open_store()
-    view = get_job(store, job_id)
-    store.engine.dispose()
-    if view is None:
-        fail(f"no job {job_id}")
-        return
+    view = job_service.get(ledger, job_id)
     body = envelope(view).model_dump(mode="json")
     if as_json:
         emit_json(body)
@@ -49,12 +42,13 @@ def show(job_id: str, as_json: bool) -> None:
 @click.option("--limit", type=click.IntRange(1, 10000), default=50, show_default=True)
 @json_option
 @reports_errors
-def list_command(account: str | None, after: int, limit: int, as_json: bool) -> None:
+@with_ledger
+def list_command(
+    ledger: Ledger, account: str | None, after: int, limit: int, as_json: bool
+) -> None:
     """List jobs that changed after a ledger position, oldest change first."""
-    store = open_store()
     # One more than asked tells whether the page was cut short.
-    views = list_jobs(store, account=account, after=after, limit=limit + 1)
-    store.engine.dispose()
+    views = job_service.listing(ledger, account, after, limit + 1)
     truncated = len(views) > limit
     views = views[:limit]
     if as_json:

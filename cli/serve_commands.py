@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import threading
-
 import click
 
+from cli.context import ledger_of
 from cli.errors import reports_errors
 from cli.processes import exit_on_sigterm, start_worker, stop
-from ledger.persistence import migrate as migrations
-from ledger.persistence.open import open_store
-from ledger.persistence.reconcile import reconcile_once
-from ledger.persistence.store import EventStore
-from ledger.persistence.submit import Dispatcher
-from ledger.reconcile_rules import ReconcilePolicy
+from ledger.services import admin
+from ledger.services.reconcile import MAX_DISPATCHES, ReconcileRunner, policy_from
 from ledger.settings import load_settings
 
 
@@ -25,8 +20,15 @@ from ledger.settings import load_settings
     is_flag=True,
     help="Never start the embedded worker and reconciler (production runs them separately).",
 )
+@click.option(
+    "--max-dispatches",
+    type=click.IntRange(min=1),
+    default=MAX_DISPATCHES,
+    show_default=True,
+    help="The embedded reconciler's dispatches before a never-started job is failed.",
+)
 @reports_errors
-def serve(host: str, port: int, api_only: bool) -> None:
+def serve(host: str, port: int, api_only: bool, max_dispatches: int) -> None:
     """Serve the HTTP API.
 
     On embedded defaults (SQLite ledger, no OUTCOMES_BROKER_URL) one command runs everything:
@@ -37,36 +39,20 @@ def serve(host: str, port: int, api_only: bool) -> None:
     from workers.dispatch import dispatcher_from_settings
 
     settings = load_settings()
-    store = open_store(settings.database_url)
+    ledger = ledger_of(click.get_current_context(), settings.database_url)
     dispatcher = dispatcher_from_settings()
     everything = settings.embedded and settings.broker_url is None and not api_only
     if not everything:
-        run_api(store, dispatcher, host, port)
+        run_api(ledger, dispatcher, host, port)
         return
-    migrations.upgrade(store.engine)
+    admin.migrate(ledger)
     exit_on_sigterm()
     worker = start_worker()
-    stop_reconciler = threading.Event()
-    reconciler = threading.Thread(
-        target=_reconcile_loop,
-        args=(store, dispatcher, ReconcilePolicy(settings.dispatch_timeout_s), stop_reconciler),
-        name="reconciler",
-        daemon=True,
-    )
+    reconciler = ReconcileRunner(ledger, dispatcher, policy_from(settings, max_dispatches))
     reconciler.start()
     click.echo(f"outcomes: embedded ledger {settings.database_url}, worker pid {worker.pid}")
     try:
-        run_api(store, dispatcher, host, port)
+        run_api(ledger, dispatcher, host, port)
     finally:
-        stop_reconciler.set()
+        reconciler.stop()
         stop(worker)
-
-
-def _reconcile_loop(
-    store: EventStore, dispatcher: Dispatcher, policy: ReconcilePolicy, halt: threading.Event
-) -> None:
-    while not halt.wait(5.0):
-        try:
-            reconcile_once(store, dispatcher, policy)
-        except Exception as exc:
-            click.echo(f"outcomes: reconcile pass failed: {type(exc).__name__}: {exc}", err=True)

@@ -6,10 +6,12 @@ import getpass
 
 import click
 
+from cli.context import with_ledger
 from cli.errors import reports_errors
 from cli.output import emit_json, json_option
-from ledger.persistence.open import open_store
-from ledger.persistence.tokens import ROLES, create_token, list_tokens, revoke_token
+from ledger.access import ROLES
+from ledger.services import tokens as token_service
+from ledger.services.ledger import Ledger
 from ledger.token_view import TokenView
 
 
@@ -24,12 +26,11 @@ def tokens() -> None:
 @click.option("--tools", help="Comma-separated tools the token may call (default: all).")
 @json_option
 @reports_errors
-def create(account: str, role: str, tools: str | None, as_json: bool) -> None:
+@with_ledger
+def create(ledger: Ledger, account: str, role: str, tools: str | None, as_json: bool) -> None:
     """Create a token and print it once: only its hash is stored."""
     names = [t.strip() for t in tools.split(",") if t.strip()] if tools else None
-    store = open_store()
-    issued = create_token(store, account, role, names, actor=f"cli:{getpass.getuser()}")
-    store.engine.dispose()
+    issued = token_service.create(ledger, account, role, names, actor=f"cli:{getpass.getuser()}")
     if as_json:
         emit_json({"id": issued.view.token_id, "token": issued.token})
     else:
@@ -50,11 +51,10 @@ def _item(view: TokenView) -> dict[str, object]:
 @tokens.command("list")
 @json_option
 @reports_errors
-def list_command(as_json: bool) -> None:
+@with_ledger
+def list_command(ledger: Ledger, as_json: bool) -> None:
     """List tokens (never their values)."""
-    store = open_store()
-    views = list_tokens(store)
-    store.engine.dispose()
+    views = token_service.list_all(ledger)
     if as_json:
         emit_json({"tokens": [_item(v) for v in views]})
         return
@@ -68,11 +68,10 @@ def list_command(as_json: bool) -> None:
 @click.argument("token_id")
 @json_option
 @reports_errors
-def revoke(token_id: str, as_json: bool) -> None:
+@with_ledger
+def revoke(ledger: Ledger, token_id: str, as_json: bool) -> None:
     """Revoke a token: it is refused (401) from the next request on."""
-    store = open_store()
-    view = revoke_token(store, token_id, actor=f"cli:{getpass.getuser()}")
-    store.engine.dispose()
+    view = token_service.revoke(ledger, token_id, actor=f"cli:{getpass.getuser()}")
     if as_json:
         emit_json(_item(view))
     else:

@@ -8,14 +8,13 @@ from collections.abc import Iterable
 from ledger.brake_view import BrakeView
 from ledger.codes import Code
 from ledger.error_info import ErrorInfo
-from ledger.errors import LedgerError
+from ledger.errors import InvalidScopeError
 
-ACCOUNT = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 _SCOPE = re.compile(r"^(global|tool:[a-z][a-z0-9_.]*|account:[a-z0-9][a-z0-9_-]*)$")
 
 
-class InvalidScopeError(LedgerError):
-    """A brake scope that is not `global`, `tool:<name>` or `account:<id>`."""
+def brake_stream(brake_id: str) -> str:
+    return f"brake-{brake_id}"
 
 
 def parse_scope(scope: str) -> str:

@@ -8,26 +8,17 @@ end is consistent with itself; only a digest saved earlier (see `ledger.digest`)
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
 import orjson
 
+from ledger.clock import format_time
 from ledger.errors import InvalidEventError
-
-
-def utc(moment: datetime) -> datetime:
-    """Aware UTC datetime; naive values (SQLite hands them back) are taken as UTC."""
-    if moment.tzinfo is None:
-        return moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC)
-
-
-def format_time(moment: datetime) -> str:
-    return utc(moment).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+from ledger.events import NewEvent, RecordedEvent
 
 
 def normalize_data(data: Mapping[str, Any]) -> dict[str, Any]:
@@ -70,6 +61,35 @@ def event_hash(
     return hashlib.sha256(canonical).hexdigest()
 
 
+def seal(
+    stream_id: str,
+    new_events: Sequence[NewEvent],
+    version: int,
+    prev_hash: str | None,
+    recorded_at: datetime,
+) -> list[dict[str, Any]]:
+    """The rows that record `new_events` after `version`: every column but the position,
+    each hash chained to the one before. Every store records exactly these."""
+    rows = []
+    for offset, new in enumerate(new_events, start=1):
+        payload = new.payload
+        fields: dict[str, Any] = {
+            "stream_id": stream_id,
+            "stream_version": version + offset,
+            "event_id": new.event_id,
+            "type": payload.type,
+            "data": normalize_data(payload.model_dump(mode="json")),
+            "code": payload.code.value if payload.code else None,
+            "actor": new.actor,
+            "recorded_at": recorded_at,
+            "prev_hash": prev_hash,
+        }
+        fields["hash"] = event_hash(**(fields | {"event_id": str(new.event_id)}))
+        prev_hash = fields["hash"]
+        rows.append(fields)
+    return rows
+
+
 class ProblemKind(StrEnum):
     HASH_MISMATCH = "hash_mismatch"  # the row's content no longer matches its hash
     CHAIN_BROKEN = "chain_broken"  # prev_hash is not the previous event's hash
@@ -109,23 +129,6 @@ class VerifyReport:
 
 
 @dataclass(frozen=True)
-class ChainLink:
-    """The fields of a stored event that verification reads."""
-
-    position: int
-    stream_id: str
-    stream_version: int
-    event_id: str
-    type: str
-    data: Mapping[str, Any]
-    code: str | None
-    actor: str
-    recorded_at: datetime
-    prev_hash: str | None
-    hash: str
-
-
-@dataclass(frozen=True)
 class Checkpoint:
     """What a digest saw: each stream's head, the last position and how many events."""
 
@@ -134,7 +137,9 @@ class Checkpoint:
     events: int
 
 
-def verify_chain(links: Iterable[ChainLink], checkpoint: Checkpoint | None = None) -> VerifyReport:
+def verify_chain(
+    links: Iterable[RecordedEvent], checkpoint: Checkpoint | None = None
+) -> VerifyReport:
     """Check every link in position order; with a checkpoint (from a digest) also check that
     the ledger still extends it: same heads, and nothing added or removed within its span."""
     report = VerifyReport()
@@ -175,7 +180,7 @@ def verify_chain(links: Iterable[ChainLink], checkpoint: Checkpoint | None = Non
     return report
 
 
-def _check_link(link: ChainLink, head: tuple[int, str] | None, report: VerifyReport) -> None:
+def _check_link(link: RecordedEvent, head: tuple[int, str] | None, report: VerifyReport) -> None:
     prev_version, prev_hash = head if head else (0, None)
     where = f"{link.stream_id} v{link.stream_version} (position {link.position})"
     if link.stream_version != prev_version + 1:
@@ -199,7 +204,7 @@ def _check_link(link: ChainLink, head: tuple[int, str] | None, report: VerifyRep
             )
         )
     recomputed = event_hash(
-        event_id=link.event_id,
+        event_id=str(link.event_id),
         stream_id=link.stream_id,
         stream_version=link.stream_version,
         type=link.type,
@@ -222,7 +227,7 @@ def _check_link(link: ChainLink, head: tuple[int, str] | None, report: VerifyRep
 
 
 def _check_against_digest(
-    link: ChainLink, expected: tuple[int, str] | None, report: VerifyReport
+    link: RecordedEvent, expected: tuple[int, str] | None, report: VerifyReport
 ) -> None:
     where = f"{link.stream_id} v{link.stream_version} (position {link.position})"
     if expected is None or link.stream_version > expected[0]:

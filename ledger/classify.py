@@ -12,6 +12,7 @@ from typing import Any
 
 from ledger.codes import Code, OutcomeMissingCause
 from ledger.error_info import ErrorInfo
+from ledger.errors import DeadlineExceeded
 from ledger.events import (
     JobOutcomeMissing,
     Payload,
@@ -38,14 +39,6 @@ class Attempt:
     spends: bool
     last_fingerprint: str | None
     now: datetime
-
-
-class DeadlineExceeded(Exception):
-    """The tool ran past its `timeout_s`."""
-
-    def __init__(self, timeout_s: float) -> None:
-        super().__init__(f"the tool ran past its {timeout_s:g} s deadline")
-        self.timeout_s = timeout_s
 
 
 def backoff_s(attempt: int) -> float:

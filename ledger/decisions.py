@@ -87,14 +87,19 @@ def args_refusal(tool: str, exc: ValidationError) -> ErrorInfo:
             fix=f"send {names}",
             message=f"The request is missing {names}.",
         )
-    problems = "; ".join(f"{_field(e['loc'])}: {e['msg']}" for e in errors[:5])
     return ErrorInfo(
         code=Code.INPUT_INVALID,
         dependency=tool,
         operation="validate the arguments",
         fix="correct the arguments to match the tool's schema",
-        message=f"The arguments do not match the tool's schema ({problems}).",
+        message=f"The arguments do not match the tool's schema ({describe_fields(exc)}).",
     )
+
+
+def describe_fields(exc: ValidationError) -> str:
+    """What is wrong with which fields (at most five), never the values sent."""
+    errors = exc.errors(include_input=False, include_url=False)
+    return "; ".join(f"{_field(e['loc'])}: {e['msg']}" for e in errors[:5])
 
 
 def _field(loc: tuple[int | str, ...]) -> str:

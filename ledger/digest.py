@@ -13,7 +13,8 @@ from typing import Any
 
 import orjson
 
-from ledger.chain import Checkpoint, format_time, utc
+from ledger.chain import Checkpoint
+from ledger.clock import format_time, utc
 from ledger.errors import DigestError
 
 DIGEST_FORMAT = "outcome-ledger-digest/1"

@@ -1,10 +1,44 @@
-"""The ledger's one exception tree.
+"""The ledger's one exception tree: every exception class the project raises on purpose.
 
-Driver errors (psycopg, sqlite3, SQLAlchemy) are translated into these once, in
-`ledger.persistence.errors`; nothing above the persistence layer sees a driver type.
+Driver errors (psycopg, sqlite3, SQLAlchemy) are translated into these once, by SQLSTATE and
+constraint name, in `ledger.persistence.errors`; nothing above the persistence layer sees a
+driver type.
+
+    LedgerError
+    ├── ConfigurationError          a setting is missing or malformed
+    ├── InvalidEventError           data the ledger cannot record
+    ├── ConflictError               the ledger moved under a writer
+    │   ├── ConcurrencyError            stale expected version
+    │   ├── AlreadyTerminalError        a second terminal outcome
+    │   ├── DuplicateEventError         an event id recorded before
+    │   ├── IdempotencyKeyTakenError    a concurrent submit holds the key
+    │   └── ContentionError             collisions did not settle; retry
+    ├── StorageError                any other database failure
+    │   ├── StorageUnavailableError     unreachable or dropped: safe to retry
+    │   ├── ImmutableLedgerError        an UPDATE/DELETE/TRUNCATE of events
+    │   └── SchemaMissingError          run `outcomes migrate`
+    ├── RequestError                a caller's request that cannot be honoured
+    │   ├── IdempotencyConflictError    same key, another body
+    │   ├── InvalidScopeError           a brake scope that does not parse
+    │   ├── BrakeNotFoundError          unknown or released brake
+    │   ├── TokenError                  bad account/role, unknown token
+    │   ├── NotAuthenticatedError       no valid token
+    │   └── JobNotFoundError            unknown job, or not this caller's
+    ├── DigestError                 a digest file that is not one
+    ├── DispatchError               the broker refused a job id
+    └── OutcomeUnrecordedError      the tool ran; its outcome could not be written
+
+Outside the tree, because they are not failures of the ledger:
+- `ToolFailure`: a tool's deliberate, typed failure (tool authors raise it; re-exported by
+  `ledger.outcomes`, where the tool authors' API names it);
+- `BrakeEngaged`, `DeadlineExceeded`: how a running tool is stopped;
+- `JobStreamError`: a job stream out of the contract's order (a bug, never user input).
 """
 
 from __future__ import annotations
+
+from ledger.codes import TOOL_FAILURE_CODES, Code
+from ledger.error_info import ErrorInfo
 
 
 class LedgerError(Exception):
@@ -19,7 +53,14 @@ class InvalidEventError(LedgerError):
     """An event's data cannot be recorded as given (bad shape, NUL bytes, not JSON)."""
 
 
-class ConcurrencyError(LedgerError):
+# --- the ledger moved under a writer ----------------------------------------------------------
+
+
+class ConflictError(LedgerError):
+    """A write lost a race or repeats one; nothing was recorded by it."""
+
+
+class ConcurrencyError(ConflictError):
     """Another writer appended to the stream first: the expected version is stale."""
 
     def __init__(self, stream_id: str, expected: int | None, actual: int | None) -> None:
@@ -29,7 +70,7 @@ class ConcurrencyError(LedgerError):
         self.actual = actual
 
 
-class AlreadyTerminalError(LedgerError):
+class AlreadyTerminalError(ConflictError):
     """The job already has its one terminal outcome; a second one is refused."""
 
     def __init__(self, stream_id: str) -> None:
@@ -37,7 +78,7 @@ class AlreadyTerminalError(LedgerError):
         self.stream_id = stream_id
 
 
-class DuplicateEventError(LedgerError):
+class DuplicateEventError(ConflictError):
     """An event with this event id was already recorded (a retried write that had landed)."""
 
     def __init__(self, event_id: str) -> None:
@@ -45,38 +86,162 @@ class DuplicateEventError(LedgerError):
         self.event_id = event_id
 
 
-class StreamNotFoundError(LedgerError):
-    """No event has been recorded on this stream."""
-
-    def __init__(self, stream_id: str) -> None:
-        super().__init__(f"stream {stream_id!r} does not exist")
-        self.stream_id = stream_id
+class IdempotencyKeyTakenError(ConflictError):
+    """Another job of this account already holds the idempotency key."""
 
 
-class StorageUnavailableError(LedgerError):
+class ContentionError(ConflictError):
+    """Concurrent writers kept colliding on the same key; nothing was recorded. Retry."""
+
+
+# --- the database -----------------------------------------------------------------------------
+
+
+class StorageError(LedgerError):
+    """Any other database failure, translated (the driver's first line is kept as the message)."""
+
+
+class StorageUnavailableError(StorageError):
     """The database could not be reached or dropped the connection; the write did not commit
     or its fate is unknown. Safe to retry with the same event ids."""
 
 
-class ImmutableLedgerError(LedgerError):
+class ImmutableLedgerError(StorageError):
     """Something tried to update, delete or truncate recorded events."""
 
 
-class StorageError(LedgerError):
-    """Any other database failure, translated (the driver's text is kept as the message)."""
-
-
-class SchemaMissingError(LedgerError):
+class SchemaMissingError(StorageError):
     """The ledger's tables do not exist: run `outcomes migrate`."""
+
+
+# --- requests the ledger will not honour ------------------------------------------------------
+
+
+class RequestError(LedgerError):
+    """A caller asked for something that cannot be done as asked; nothing was recorded."""
+
+
+class IdempotencyConflictError(RequestError):
+    """The idempotency key was used before with another request body."""
+
+    def __init__(self, job_id: str) -> None:
+        super().__init__(f"idempotency key already used for job {job_id} with another body")
+        self.job_id = job_id
+
+
+class InvalidScopeError(RequestError):
+    """A brake scope that is not `global`, `tool:<name>` or `account:<id>`."""
+
+
+class BrakeNotFoundError(RequestError):
+    """No brake with this id, or it is already released."""
+
+
+class TokenError(RequestError):
+    """A token request that cannot be honoured (bad account, role, or unknown token)."""
+
+
+class NotAuthenticatedError(RequestError):
+    """No token, or one that does not exist or is revoked (callers are not told which)."""
+
+    def __init__(self) -> None:
+        super().__init__("no valid token")
+
+
+class JobNotFoundError(RequestError):
+    """No such job for this caller: unknown ids and other accounts' ids are the same answer."""
+
+    def __init__(self, job_id: str) -> None:
+        super().__init__(f"no job {job_id}")
+        self.job_id = job_id
+
+
+# --- the rest ---------------------------------------------------------------------------------
 
 
 class DigestError(LedgerError):
     """A digest file is unreadable or not a ledger digest."""
 
 
-class IdempotencyKeyTakenError(LedgerError):
-    """Another job of this account already holds the idempotency key."""
+class DispatchError(LedgerError):
+    """The job id could not be handed to the broker (the reconciler will try again)."""
 
 
-class ContentionError(LedgerError):
-    """Concurrent writers kept colliding on the same key; nothing was recorded. Retry."""
+class OutcomeUnrecordedError(LedgerError):
+    """The tool ran but its outcome could not be written within the budget."""
+
+    def __init__(self, job_id: str, event_type: str) -> None:
+        super().__init__(f"job {job_id}: {event_type} could not be recorded; the ledger is down")
+        self.job_id = job_id
+
+
+# --- not ledger failures ----------------------------------------------------------------------
+
+
+class ToolFailure(Exception):
+    """A deliberate, typed failure: what broke, and what would unblock it.
+
+    `fingerprint` identifies the dependency's state (config or credentials version): two
+    consecutive failures with the same fingerprint stop the retries.
+    """
+
+    def __init__(
+        self,
+        *,
+        code: Code | str,
+        dependency: str,
+        operation: str,
+        retryable: bool = False,
+        required_capability: str | None = None,
+        safe_fallback: str | None = None,
+        fix: str | None = None,
+        message: str,
+        fingerprint: str | None = None,
+        retry_after_s: int | None = None,
+    ) -> None:
+        self.code = Code(code)
+        if self.code not in TOOL_FAILURE_CODES and self.code is not Code.QUOTA_EXCEEDED:
+            raise ValueError(f"a tool may not raise the ledger's own code {self.code}")
+        super().__init__(f"{self.code}: {message}")
+        self.dependency = dependency
+        self.operation = operation
+        self.retryable = retryable
+        self.required_capability = required_capability
+        self.safe_fallback = safe_fallback
+        self.fix = fix
+        self.message = message
+        self.fingerprint = fingerprint
+        self.retry_after_s = retry_after_s
+
+    def error_info(self) -> ErrorInfo:
+        return ErrorInfo(
+            code=self.code,
+            dependency=self.dependency,
+            operation=self.operation,
+            retryable=self.retryable,
+            required_capability=self.required_capability,
+            safe_fallback=self.safe_fallback,
+            fix=self.fix,
+            message=self.message,
+            retry_after_s=self.retry_after_s,
+        )
+
+
+class BrakeEngaged(Exception):
+    """A brake was pulled while the tool ran; stop between steps (or return a Partial)."""
+
+    def __init__(self, error: ErrorInfo) -> None:
+        super().__init__(error.message)
+        self.error = error
+
+
+class DeadlineExceeded(Exception):
+    """The tool ran past its `timeout_s`."""
+
+    def __init__(self, timeout_s: float) -> None:
+        super().__init__(f"the tool ran past its {timeout_s:g} s deadline")
+        self.timeout_s = timeout_s
+
+
+class JobStreamError(ValueError):
+    """A job stream whose events are out of the contract's order (a bug, never user input)."""

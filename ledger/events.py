@@ -220,12 +220,6 @@ TERMINAL_EVENT_TYPES = frozenset(
         "job.outcome_missing",
     }
 )
-EVENT_TYPES = JOB_EVENT_TYPES | {
-    "brake.pulled",
-    "brake.released",
-    "token.created",
-    "token.revoked",
-}
 
 
 def parse_payload(data: JSONDict) -> Payload:

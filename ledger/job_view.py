@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ledger.codes import Code, NextAction, OutcomeMissingCause, Status, next_action
 from ledger.error_info import ErrorInfo
+from ledger.errors import JobStreamError
 from ledger.events import (
     JobAccepted,
     JobOutcomeMissing,
@@ -124,10 +125,6 @@ def envelope(view: JobView) -> JobEnvelope:
         updated_at=view.updated_at,
         late_outcomes=view.late_outcomes,
     )
-
-
-class JobStreamError(ValueError):
-    """A job stream whose events are out of the contract's order (a bug, never user input)."""
 
 
 def evolve(view: JobView | None, event: RecordedEvent) -> JobView:

@@ -7,9 +7,6 @@ URLs' credentials are replaced before anything is recorded.
 from __future__ import annotations
 
 import re
-from typing import Any
-
-from ledger.events import RecordedEvent
 
 REDACTED = "[REDACTED]"
 
@@ -46,35 +43,3 @@ def scrub(text: str, extra_secrets: tuple[str, ...] = ()) -> str:
     if len(text) > MAX_DETAIL:
         text = text[:MAX_DETAIL] + "…"
     return text
-
-
-ARG_REDACTED = "(redacted)"
-
-
-def public_event_data(data: dict[str, Any]) -> dict[str, Any]:
-    """An event's data as interfaces may show it: job arguments keep their keys but not their
-    values (an agent may have put a secret in one), and token hashes are withheld."""
-    shown = dict(data)
-    if isinstance(shown.get("args"), dict):
-        shown["args"] = {key: ARG_REDACTED for key in shown["args"]}
-    if "token_hash" in shown:
-        shown["token_hash"] = ARG_REDACTED
-    return shown
-
-
-def public_event(event: RecordedEvent, *, raw: bool = False) -> dict[str, Any]:
-    """One recorded event as auditors' interfaces show it (HTTP and CLI). `raw` keeps the
-    stored data exactly (the export: its hash covers it), arguments included."""
-    return {
-        "position": event.position,
-        "stream_id": event.stream_id,
-        "stream_version": event.stream_version,
-        "event_id": str(event.event_id),
-        "type": event.type,
-        "code": event.code,
-        "actor": event.actor,
-        "recorded_at": event.recorded_at,
-        "data": event.data if raw else public_event_data(event.data),
-        "prev_hash": event.prev_hash,
-        "hash": event.hash,
-    }

@@ -133,10 +133,6 @@ def get_tool(name: str) -> ToolSpec | None:
     return _REGISTRY.get(name)
 
 
-def registered_tools() -> dict[str, ToolSpec]:
-    return dict(_REGISTRY)
-
-
 def unregister(name: str) -> None:
     """For tests that register throwaway tools."""
     _REGISTRY.pop(name, None)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import threading
 import uuid
 from datetime import UTC, datetime, timedelta
 
+from ledger.chain import VerifyReport
 from ledger.codes import Code
+from ledger.digest import Digest
 from ledger.error_info import ErrorInfo
 from ledger.events import (
     JobAccepted,
@@ -16,6 +19,12 @@ from ledger.events import (
     WorkSucceeded,
     job_stream,
 )
+from ledger.job_view import JobView
+from ledger.persistence.base import Store
+from ledger.persistence.engine import make_engine
+from ledger.persistence.store import SqlStore
+from ledger.services import audit
+from ledger.services.ledger import Ledger
 
 # The `error` object's ten keys (DESIGN §3), as the contract states them.
 ERROR_KEYS = frozenset(
@@ -58,3 +67,42 @@ def failed(code: Code = Code.ACCESS_DENIED, attempt: int = 1) -> NewEvent:
 
 def fresh_job_stream() -> str:
     return job_stream(uuid.uuid4())
+
+
+class Recorder:
+    """A dispatcher that only remembers what it was handed (thread-safe)."""
+
+    def __init__(self) -> None:
+        self.sent: list[str] = []
+        self.delays: list[float] = []
+        self._lock = threading.Lock()
+
+    def dispatch(self, job_id: str, delay_s: float = 0.0) -> None:
+        with self._lock:
+            self.sent.append(job_id)
+            self.delays.append(delay_s)
+
+
+def get_job(where: Store | Ledger, job_id: str) -> JobView | None:
+    """The job's read-model view as stored (None when unknown), whoever may see it."""
+    store = where.store if isinstance(where, Ledger) else where
+    with store.reading() as reads:
+        return reads.job(job_id)
+
+
+def as_ledger(where: Store | Ledger) -> Ledger:
+    return where if isinstance(where, Ledger) else Ledger(where)
+
+
+def verify_store(where: Store | Ledger, digest: Digest | None = None) -> VerifyReport:
+    """`audit verify` on this store (with an earlier digest, if given)."""
+    return audit.verify(as_ledger(where), digest)
+
+
+def digest_of(where: Store | Ledger) -> Digest:
+    return audit.take_digest(as_ledger(where))
+
+
+def open_sql(url: str, pool_size: int = 5) -> SqlStore:
+    """A SQL store on `url` (close it, or use it as a context manager)."""
+    return SqlStore(make_engine(url, pool_size=pool_size))

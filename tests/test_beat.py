@@ -9,10 +9,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from ledger.decisions import Caller, JobRequest
-from ledger.persistence.jobs import get_job
-from ledger.persistence.open import open_store
-from ledger.persistence.submit import submit
-from tests.test_reconcile import NoArgs  # noqa: F401 - registers the test tools
+from ledger.services.ledger import Ledger
+from ledger.services.submit import submit
+from tests.factories import get_job, open_sql
+from tests.tools import RECONCILE_SPENDS
 from workers.app import RECONCILE_TASK, make_celery
 
 
@@ -30,9 +30,10 @@ def test_the_beat_task_runs_a_pass(
     monkeypatch.chdir(str(tmp_path))
     monkeypatch.setenv("OUTCOMES_DATABASE_URL", database_url)
     monkeypatch.setenv("OUTCOMES_DISPATCH_TIMEOUT_S", "0.2")
-    store = open_store(database_url)
+    store = open_sql(database_url)
     try:
-        job = submit(store, Caller("acme", "tok"), JobRequest("test.reconcile_spends", {})).view
+        request = JobRequest(RECONCILE_SPENDS, {})
+        job = submit(Ledger(store), Caller("acme", "tok"), request).view
         overdue_at = datetime.now(UTC) + timedelta(seconds=0.3)
         while datetime.now(UTC) < overdue_at:  # wait until the job is overdue
             time.sleep(0.02)
@@ -42,4 +43,4 @@ def test_the_beat_task_runs_a_pass(
         view = get_job(store, job.job_id)
         assert view is not None and view.dispatches == 2
     finally:
-        store.engine.dispose()
+        store.close()

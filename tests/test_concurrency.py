@@ -49,10 +49,10 @@ from ledger.events import (
     job_id_of,
     job_stream,
 )
-from ledger.persistence.audit import verify_ledger
-from ledger.persistence.open import open_store
+from ledger.persistence.base import NO_STREAM
 from ledger.persistence.schema import jobs
-from ledger.persistence.store import NO_STREAM, EventStore
+from ledger.persistence.store import SqlStore
+from tests.factories import open_sql, verify_store
 
 SPAWN = get_context("spawn")
 START_TIMEOUT_S = 120.0  # spawned children import the ledger before the barrier releases them
@@ -204,7 +204,7 @@ def contend(
 ) -> None:
     """Append to `stream_id` at the head just read until `wins` appends succeeded."""
     try:
-        store = open_store(url, pool_size=1)
+        store = open_sql(url, pool_size=1)
         worker = f"worker:w-{me}"
         won = lost = at_insert = 0
         start.wait(timeout=START_TIMEOUT_S)
@@ -218,7 +218,7 @@ def contend(
                 at_insert += conflict.actual is None
             else:
                 won += 1
-        store.engine.dispose()
+        store.close()
         results.put(Report(child=me, wins=won, losses=lost, losses_at_insert=at_insert))
     except BaseException:
         _report_failure(results, me)
@@ -231,7 +231,7 @@ def write_jobs(
     small transactions of one to three events; report the positions that committed."""
     try:
         rng = random.Random(me)
-        store = open_store(url, pool_size=1)
+        store = open_sql(url, pool_size=1)
         worker = f"worker:w-{me}"
         committed: list[int] = []
         start.wait(timeout=START_TIMEOUT_S)
@@ -243,14 +243,14 @@ def write_jobs(
             for size in split:
                 chunk, job = job[:size], job[size:]
                 with store.transaction() as tx:
-                    recorded = tx.append(stream_id, chunk, version)
+                    recorded = tx.append(stream_id, chunk, version).events
                     if hold_open and rng.random() < 0.5:
                         # Keep the positions just taken uncommitted for a moment: without the
                         # append lock, other writers would commit higher positions meanwhile.
                         time.sleep(rng.uniform(0.001, 0.015))
                 committed.extend(e.position for e in recorded)
                 version += size
-        store.engine.dispose()
+        store.close()
         results.put(Report(child=me, positions=tuple(committed)))
     except BaseException:
         _report_failure(results, me)
@@ -259,9 +259,7 @@ def write_jobs(
 # --- a. optimistic concurrency on one stream ------------------------------------------------
 
 
-def test_racing_appends_to_one_stream_never_fork_or_gap(
-    database_url: str, store: EventStore
-) -> None:
+def test_racing_appends_to_one_stream_never_fork_or_gap(database_url: str, store: SqlStore) -> None:
     stream_id = job_stream(uuid.uuid4())
     start = SPAWN.Barrier(CONTENDERS)
     results: Queue[Report] = SPAWN.Queue()
@@ -297,11 +295,11 @@ def test_racing_appends_to_one_stream_never_fork_or_gap(
         f"worker:w-{me}": WINS_EACH for me in range(CONTENDERS)
     }
 
-    report = verify_ledger(store)
+    report = verify_store(store)
     assert report.ok, report.problems
     assert report.events_checked == total
     # The read model moved in step with the winning appends only.
-    with store.reading() as conn:
+    with store.connection() as conn:
         job_position = conn.execute(
             select(jobs.c.ledger_position).where(jobs.c.job_id == job_id_of(stream_id))
         ).scalar_one()
@@ -318,7 +316,7 @@ class Tail:
     committed: list[int]
 
 
-def tail_until_writers_finish(store: EventStore, results: Queue[Report], writers: int) -> Tail:
+def tail_until_writers_finish(store: SqlStore, results: Queue[Report], writers: int) -> Tail:
     """Page through `read_after` like a subscriber, until every writer has reported and the
     reader has caught up with everything they committed."""
     tail = Tail(seen=[], seen_while_writing=0, committed=[])
@@ -355,9 +353,7 @@ def tail_until_writers_finish(store: EventStore, results: Queue[Report], writers
             take(results.get(timeout=0.01))
 
 
-def test_tailing_reader_sees_every_commit_once_in_order(
-    database_url: str, store: EventStore
-) -> None:
+def test_tailing_reader_sees_every_commit_once_in_order(database_url: str, store: SqlStore) -> None:
     start = SPAWN.Barrier(WRITERS)
     results: Queue[Report] = SPAWN.Queue()
     writers = [
@@ -383,7 +379,7 @@ def test_tailing_reader_sees_every_commit_once_in_order(
     assert not missed, f"the tailing reader skipped positions {missed[:20]}"
     assert tail.seen == everything
     assert tail.seen_while_writing > 0, "the reader never overlapped the writers"
-    assert verify_ledger(store).ok
+    assert verify_store(store).ok
 
 
 # --- the hazard, and how the store's appends avoid it ---------------------------------------
@@ -442,7 +438,7 @@ def _sessions_waiting_on_a_lock(dsn: str) -> int:
 
 
 def test_an_uncommitted_append_holds_back_every_other_append(
-    database_url: str, store: EventStore
+    database_url: str, store: SqlStore
 ) -> None:
     """While transaction A holds a position uncommitted, B (another stream, another thread)
     cannot take a position or commit; so positions are in commit order."""
@@ -453,7 +449,7 @@ def test_an_uncommitted_append_holds_back_every_other_append(
 
     def append_b() -> None:
         try:
-            b_recorded.extend(store.append(stream_b, [_accepted(2)], NO_STREAM))
+            b_recorded.extend(store.append(stream_b, [_accepted(2)], NO_STREAM).events)
         except BaseException as exc:
             b_errors.append(exc)
         finally:
@@ -461,7 +457,7 @@ def test_an_uncommitted_append_holds_back_every_other_append(
 
     b = threading.Thread(target=append_b, name="append-b", daemon=True)
     with store.transaction() as tx:
-        (a,) = tx.append(stream_a, [_accepted(1)], NO_STREAM)
+        (a,) = tx.append(stream_a, [_accepted(1)], NO_STREAM).events
         b.start()
         if store.dialect == "postgresql":
             dsn = psycopg_dsn(database_url)

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from ledger.chain import ChainLink, Checkpoint, ProblemKind, event_hash, verify_chain
+from ledger.chain import Checkpoint, ProblemKind, event_hash, verify_chain
 from ledger.codes import Code, NextAction, OutcomeMissingCause, Status, next_action
 from ledger.digest import Digest
 from ledger.error_info import ErrorInfo
-from ledger.errors import DigestError
+from ledger.errors import DigestError, JobStreamError
 from ledger.events import (
     JobOutcomeMissing,
     JobRefused,
@@ -25,7 +25,7 @@ from ledger.events import (
     WorkSucceeded,
     job_stream,
 )
-from ledger.job_view import JobStreamError, JobView, envelope, evolve
+from ledger.job_view import JobView, envelope, evolve
 from tests.factories import ERROR_KEYS, accepted, failed, started
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -186,7 +186,7 @@ def test_events_out_of_contract_order_are_rejected() -> None:
         job.add(started(attempt=2).payload)
 
 
-def link(version: int, prev: str | None, data: dict[str, Any], position: int) -> ChainLink:
+def link(version: int, prev: str | None, data: dict[str, Any], position: int) -> RecordedEvent:
     fields: dict[str, Any] = {
         "event_id": str(uuid.UUID(int=position)),
         "stream_id": "s",
@@ -198,11 +198,11 @@ def link(version: int, prev: str | None, data: dict[str, Any], position: int) ->
         "recorded_at": NOW,
         "prev_hash": prev,
     }
-    return ChainLink(position=position, hash=event_hash(**fields), **fields)
+    return RecordedEvent(position=position, hash=event_hash(**fields), **fields)
 
 
-def chain(n: int) -> list[ChainLink]:
-    links: list[ChainLink] = []
+def chain(n: int) -> list[RecordedEvent]:
+    links: list[RecordedEvent] = []
     for v in range(1, n + 1):
         links.append(link(v, links[-1].hash if links else None, {"n": v}, v * 10))
     return links
@@ -212,7 +212,7 @@ def test_chain_verification_names_the_first_broken_position() -> None:
     links = chain(5)
     assert verify_chain(links).ok
     edited = list(links)
-    edited[2] = ChainLink(**(vars(links[2]) | {"data": {"n": 999}}))
+    edited[2] = links[2].model_copy(update={"data": {"n": 999}})
     report = verify_chain(edited)
     assert report.first_problem is not None
     assert (report.first_problem.kind, report.first_problem.position) == (
@@ -257,8 +257,8 @@ def test_an_event_slipped_into_the_digests_span_is_caught() -> None:
     links = chain(3)  # positions 10, 20, 30
     checkpoint = Checkpoint(heads={"s": (3, links[-1].hash)}, position=30, events=3)
     forged = link(1, None, {"forged": True}, 15)
-    forged = ChainLink(**(vars(forged) | {"stream_id": "other"}))
-    forged = ChainLink(**(vars(forged) | {"hash": event_hash(**_fields(forged))}))
+    forged = forged.model_copy(update={"stream_id": "other"})
+    forged = forged.model_copy(update={"hash": event_hash(**_fields(forged))})
     report = verify_chain([links[0], forged, links[1], links[2]], checkpoint)
     kinds = {p.kind for p in report.problems}
     assert kinds == {ProblemKind.DIGEST_EXTRA, ProblemKind.DIGEST_COUNT}
@@ -268,10 +268,8 @@ def test_an_event_slipped_into_the_digests_span_is_caught() -> None:
     assert verify_chain([*links, later], checkpoint).ok
 
 
-def _fields(item: ChainLink) -> dict[str, Any]:
-    fields = dict(vars(item))
-    del fields["position"], fields["hash"]
-    return fields
+def _fields(item: RecordedEvent) -> dict[str, Any]:
+    return item.model_dump(exclude={"position", "hash"}) | {"event_id": str(item.event_id)}
 
 
 def test_a_digest_with_an_edited_span_is_refused() -> None:

@@ -27,7 +27,7 @@ from ledger.persistence import migrate
 from ledger.persistence.engine import make_engine
 from ledger.persistence.projections import default_projections
 from ledger.persistence.schema import events, metadata
-from ledger.persistence.store import EventStore
+from ledger.persistence.store import SqlStore
 from tests.databases import create_database, drop_database, pg_url, require_postgres, unique_name
 
 BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
@@ -186,7 +186,7 @@ def immutable_function_exists(conn: Connection) -> bool:
 
 
 def record_one_event(engine: Engine) -> None:
-    store = EventStore(engine, default_projections())
+    store = SqlStore(engine, default_projections())
     created = TokenCreated(
         token_id="t-1", account="acme", role="agent", token_hash="ab" * 32, tools=None
     )

@@ -2,7 +2,7 @@
 
 A seeded random workload drives many job, brake and token streams through valid lifecycles,
 interleaved, sometimes appending two events in one call. The live tables are then snapshotted
-and compared with the tables `rebuild_read_models` writes from the events.
+and compared with the tables `Store.rebuild_read_models` writes from the events.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Connection, delete, func, insert, select, update
 
-from ledger.chain import utc
+from ledger.clock import utc
 from ledger.codes import Code, NextAction, OutcomeMissingCause, Status
 from ledger.error_info import ErrorInfo
 from ledger.events import (
@@ -43,9 +43,8 @@ from ledger.events import (
     job_stream,
 )
 from ledger.job_view import JobEnvelope, JobView, envelope
-from ledger.persistence.projections import rebuild_read_models
 from ledger.persistence.schema import READ_MODEL_TABLES, brakes, events, jobs, tokens
-from ledger.persistence.store import EventStore
+from ledger.persistence.store import SqlStore
 
 SEEDS = (20261130, 4242)
 JOBS_PER_KIND = 8
@@ -288,7 +287,7 @@ def token_plans(rng: random.Random) -> list[Plan]:
     return plans
 
 
-def run_workload(store: EventStore, rng: random.Random) -> Workload:
+def run_workload(store: SqlStore, rng: random.Random) -> Workload:
     """Append every plan's events, streams interleaved at random, one or two per call."""
     brakes_ = brake_plans(rng)
     work = Workload(
@@ -302,7 +301,7 @@ def run_workload(store: EventStore, rng: random.Random) -> Workload:
         size = 2 if rng.random() < PAIR_RATE else 1
         batch = plan.events[start : start + size]
         expected = plan.version if rng.random() < 0.9 else None
-        recorded = store.append(plan.stream_id, batch, expected)
+        recorded = store.append(plan.stream_id, batch, expected).events
         assert [e.stream_version for e in recorded] == [
             plan.version + i for i in range(1, len(batch) + 1)
         ]
@@ -324,9 +323,9 @@ def normal(value: Any) -> Any:
     return utc(value) if isinstance(value, datetime) else value
 
 
-def snapshot(store: EventStore) -> Snapshot:
+def snapshot(store: SqlStore) -> Snapshot:
     """Every read-model row, ordered by primary key, datetimes in UTC."""
-    with store.reading() as conn:
+    with store.connection() as conn:
         return {
             table.name: [
                 {column: normal(value) for column, value in row.items()}
@@ -338,8 +337,8 @@ def snapshot(store: EventStore) -> Snapshot:
         }
 
 
-def event_rows(store: EventStore) -> list[tuple[Any, ...]]:
-    with store.reading() as conn:
+def event_rows(store: SqlStore) -> list[tuple[Any, ...]]:
+    with store.connection() as conn:
         query = select(events).order_by(events.c.position)
         return [tuple(normal(v) for v in row) for row in conn.execute(query)]
 
@@ -363,14 +362,14 @@ def differences(live: Snapshot, rebuilt: Snapshot) -> list[str]:
     return found
 
 
-def count_events(store: EventStore) -> int:
-    with store.reading() as conn:
+def count_events(store: SqlStore) -> int:
+    with store.connection() as conn:
         return int(conn.execute(select(func.count()).select_from(events)).scalar_one())
 
 
-def job_envelopes(store: EventStore) -> dict[str, tuple[dict[str, Any], JobEnvelope]]:
+def job_envelopes(store: SqlStore) -> dict[str, tuple[dict[str, Any], JobEnvelope]]:
     """{job id: (row columns, envelope of the row's JobView)}."""
-    with store.reading() as conn:
+    with store.connection() as conn:
         rows = conn.execute(select(jobs)).mappings().all()
     return {
         row["job_id"]: (dict(row), envelope(JobView.model_validate(row["view"]))) for row in rows
@@ -381,7 +380,7 @@ def job_envelopes(store: EventStore) -> dict[str, tuple[dict[str, Any], JobEnvel
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-def test_rebuild_reproduces_the_live_read_models(store: EventStore, seed: int) -> None:
+def test_rebuild_reproduces_the_live_read_models(store: SqlStore, seed: int) -> None:
     work = run_workload(store, random.Random(seed))
     live = snapshot(store)
     assert [len(live[t.name]) for t in (jobs, brakes, tokens)] == [
@@ -391,14 +390,14 @@ def test_rebuild_reproduces_the_live_read_models(store: EventStore, seed: int) -
     ]
     before = event_rows(store)
 
-    replayed = rebuild_read_models(store)
+    replayed = store.rebuild_read_models()
 
     assert replayed == work.event_count == count_events(store)
     rebuilt = snapshot(store)
     assert differences(live, rebuilt) == []
     assert rebuilt == live
     assert event_rows(store) == before, "a rebuild must not touch the events"
-    assert rebuild_read_models(store) == work.event_count
+    assert store.rebuild_read_models() == work.event_count
     assert snapshot(store) == live, "a second rebuild must change nothing"
 
 
@@ -417,7 +416,7 @@ def corrupt(conn: Connection, rng: random.Random, work: Workload) -> None:
     conn.execute(update(tokens).where(tokens.c.token_id == token).values(revoked=True, role="x"))
 
 
-def test_rebuild_repairs_a_corrupted_read_model(store: EventStore) -> None:
+def test_rebuild_repairs_a_corrupted_read_model(store: SqlStore) -> None:
     rng = random.Random(SEEDS[0])
     work = run_workload(store, rng)
     live = snapshot(store)
@@ -426,16 +425,16 @@ def test_rebuild_repairs_a_corrupted_read_model(store: EventStore) -> None:
     damaged = snapshot(store)
     assert len(differences(live, damaged)) >= 10, "the corruption must have taken effect"
 
-    assert rebuild_read_models(store) == work.event_count
+    assert store.rebuild_read_models() == work.event_count
 
     repaired = snapshot(store)
     assert differences(live, repaired) == []
     assert repaired == live
 
 
-def test_rebuilt_envelopes_follow_the_seed_table(store: EventStore) -> None:
+def test_rebuilt_envelopes_follow_the_seed_table(store: SqlStore) -> None:
     work = run_workload(store, random.Random(SEEDS[-1] + 1))
-    rebuild_read_models(store)
+    store.rebuild_read_models()
     envelopes = job_envelopes(store)
     assert set(envelopes) == {plan.key for plan in work.jobs}
     seen_next_actions = set()
@@ -479,7 +478,7 @@ def check_kind_facts(plan: Plan, env: JobEnvelope) -> None:
         assert env.declined_reason == "already up to date", where
 
 
-def test_late_outcome_changes_nothing_but_late_outcomes(store: EventStore) -> None:
+def test_late_outcome_changes_nothing_but_late_outcomes(store: SqlStore) -> None:
     """The row before and after a late outcome differs only in late_outcomes and its stamps."""
     work = run_workload(store, random.Random(SEEDS[0] + 1))
     lost = next(p for p in work.jobs if p.kind == "lost")
@@ -496,5 +495,5 @@ def test_late_outcome_changes_nothing_but_late_outcomes(store: EventStore) -> No
     assert after.model_dump(exclude=stamps) == before.model_dump(exclude=stamps)
     assert after.ledger_position > before.ledger_position
     live = snapshot(store)
-    rebuild_read_models(store)
+    store.rebuild_read_models()
     assert differences(live, snapshot(store)) == []

@@ -9,12 +9,12 @@ from typing import Any
 
 from celery import Celery
 
+from ledger.services.reconcile import INTERVAL_S as RECONCILE_INTERVAL_S
 from ledger.settings import DEFAULT_HOME, Settings, load_settings
 from ledger.tools import load_tool_modules
 
 EXECUTE_TASK = "outcomes.execute"
 RECONCILE_TASK = "outcomes.reconcile"
-RECONCILE_EVERY_S = 5.0
 
 
 def embedded_broker(home: Path = DEFAULT_HOME) -> tuple[str, dict[str, Any]]:
@@ -65,7 +65,7 @@ def make_celery(settings: Settings | None = None) -> Celery:
         },
         # Used only where `celery beat` runs (the `outcomes reconcile` service is the other way).
         beat_schedule={
-            "reconcile": {"task": RECONCILE_TASK, "schedule": RECONCILE_EVERY_S},
+            "reconcile": {"task": RECONCILE_TASK, "schedule": RECONCILE_INTERVAL_S},
         },
         task_serializer="json",
         accept_content=["json"],

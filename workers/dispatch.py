@@ -1,11 +1,12 @@
-"""Hands job ids to the broker (only the id: arguments and secrets stay in the ledger)."""
+"""The dispatch port (`ledger.dispatch.Dispatcher`) on Celery: hands job ids to the broker
+(only the id: arguments and secrets stay in the ledger)."""
 
 from __future__ import annotations
 
 from celery import Celery
 from kombu.exceptions import KombuError, OperationalError
 
-from ledger.persistence.submit import DispatchError
+from ledger.errors import DispatchError
 from workers.app import EXECUTE_TASK
 
 

@@ -1,9 +1,12 @@
-"""Driver errors become ledger errors here, and nowhere else."""
+"""Driver errors become ledger errors here, and nowhere else: by SQLSTATE and constraint name
+on Postgres, by extended result code and constraint columns on SQLite (the codes each database
+documents), never by the wording of a message."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from sqlalchemy import exc as sa_exc
 
@@ -19,61 +22,112 @@ from ledger.errors import (
     StorageError,
     StorageUnavailableError,
 )
+from ledger.persistence.schema import APPEND_ONLY_CONSTRAINT, unique_constraints
 
+# What each unique constraint means when a write breaks it.
+_CONFLICTS = {
+    "uq_events_one_terminal": "terminal",
+    "uq_events_stream_version": "version",
+    "uq_events_event_id": "event_id",
+    "uq_jobs_account_idempotency_key": "idempotency",
+}
+# SQLite names the columns of a broken unique constraint, not the constraint: map them back.
+_BY_COLUMNS = {columns: name for name, columns in unique_constraints().items()}
 
-def _constraint(error: sa_exc.DBAPIError) -> str:
-    diag = getattr(error.orig, "diag", None)  # psycopg names the constraint
-    name = getattr(diag, "constraint_name", None) if diag else None
-    return name or str(error.orig)
+# SQLSTATE classes that mean "the server or the connection is gone", not "your SQL is wrong":
+# connection exceptions, insufficient resources, operator intervention (shutdown, restart).
+_PG_UNAVAILABLE = ("08", "53", "57P")
+_PG_UNIQUE_VIOLATION = "23505"
+_PG_UNDEFINED_TABLE = "42P01"
+_PG_DATA_EXCEPTION = "22"
+# SQLite extended result codes (by name) that mean the file cannot be used right now.
+_SQLITE_UNAVAILABLE = (
+    "SQLITE_BUSY",
+    "SQLITE_LOCKED",
+    "SQLITE_IOERR",
+    "SQLITE_CANTOPEN",
+    "SQLITE_READONLY",
+    "SQLITE_FULL",
+    "SQLITE_PROTOCOL",
+)
 
 
 def translate(
     error: sa_exc.SQLAlchemyError, *, stream_id: str = "", event_id: str = ""
 ) -> LedgerError:
-    text = str(getattr(error, "orig", error))
-    if "append-only" in text:  # our triggers (SQLite reports them as integrity errors)
-        return ImmutableLedgerError(text.splitlines()[0])
-    if isinstance(error, sa_exc.IntegrityError):
-        where = _constraint(error)
-        if "one_terminal" in where or where.endswith("events.stream_id"):
-            return AlreadyTerminalError(stream_id)
-        if "stream_version" in where:
-            return ConcurrencyError(stream_id, None, None)
-        if "event_id" in where:
-            return DuplicateEventError(event_id)
-        if "idempotency" in where:
-            return IdempotencyKeyTakenError(text)
-        return StorageError(text)
-    if "no such table" in text or "UndefinedTable" in type(getattr(error, "orig", None)).__name__:
-        return SchemaMissingError("the ledger's tables are missing: run `outcomes migrate`")
-    if isinstance(error, sa_exc.DataError):
-        return InvalidEventError(text.splitlines()[0])
-    first_line = text.splitlines()[0] if text else type(error).__name__
-    if _unavailable(error, text):
-        if "database is locked" in text:
-            return StorageUnavailableError("the SQLite ledger stayed locked past the busy timeout")
-        return StorageUnavailableError(first_line)
-    return StorageError(first_line)
-
-
-# SQLSTATE classes that mean "the server or the connection is gone", not "your SQL is wrong":
-# connection exceptions, insufficient resources, operator intervention (shutdown, restart).
-_UNAVAILABLE_SQLSTATE = ("08", "53", "57P")
-_UNAVAILABLE_SQLITE = ("database is locked", "disk i/o error", "unable to open", "readonly")
-
-
-def _unavailable(error: sa_exc.SQLAlchemyError, text: str) -> bool:
-    """Only failures worth retrying as they are: a retried write reuses its event ids."""
+    orig = getattr(error, "orig", None)
+    text = _first_line(orig if orig is not None else error)
     if isinstance(error, sa_exc.DBAPIError) and error.connection_invalidated:
-        return True
-    if not isinstance(error, sa_exc.OperationalError | sa_exc.InterfaceError):
-        return False
-    sqlstate = getattr(error.orig, "sqlstate", None)
-    if sqlstate:
-        return bool(sqlstate.startswith(_UNAVAILABLE_SQLSTATE))
-    if type(error.orig).__module__.startswith("sqlite3"):
-        return any(marker in text.lower() for marker in _UNAVAILABLE_SQLITE)
-    return True  # psycopg without a SQLSTATE: the connection itself failed
+        return StorageUnavailableError(text)
+    sqlstate = getattr(orig, "sqlstate", None)
+    if sqlstate is not None or _is_psycopg(orig):
+        return _postgres(orig, sqlstate, text, stream_id, event_id)
+    if hasattr(orig, "sqlite_errorname"):
+        return _sqlite(orig, text, stream_id, event_id)
+    return StorageError(text)
+
+
+def _postgres(
+    orig: Any, sqlstate: str | None, text: str, stream_id: str, event_id: str
+) -> LedgerError:
+    if sqlstate is None:  # psycopg without a SQLSTATE: the connection itself failed
+        return StorageUnavailableError(text)
+    constraint = getattr(getattr(orig, "diag", None), "constraint_name", None)
+    if constraint == APPEND_ONLY_CONSTRAINT:  # raised by the events table's triggers
+        return ImmutableLedgerError(text)
+    if sqlstate == _PG_UNIQUE_VIOLATION:
+        return _conflict(constraint, text, stream_id, event_id)
+    if sqlstate == _PG_UNDEFINED_TABLE:
+        return _schema_missing()
+    if sqlstate.startswith(_PG_DATA_EXCEPTION):
+        return InvalidEventError(text)
+    if sqlstate.startswith(_PG_UNAVAILABLE):
+        return StorageUnavailableError(text)
+    return StorageError(text)
+
+
+def _sqlite(orig: Any, text: str, stream_id: str, event_id: str) -> LedgerError:
+    name: str = orig.sqlite_errorname or ""
+    if name == "SQLITE_CONSTRAINT_TRIGGER":  # the only triggers are the append-only ones
+        return ImmutableLedgerError(text)
+    if name in ("SQLITE_CONSTRAINT_UNIQUE", "SQLITE_CONSTRAINT_PRIMARYKEY"):
+        # SQLite's documented report: "UNIQUE constraint failed: table.col, table.col"
+        columns = tuple(c.strip() for c in text.partition(":")[2].split(","))
+        return _conflict(_BY_COLUMNS.get(columns), text, stream_id, event_id)
+    if name.startswith(_SQLITE_UNAVAILABLE):
+        if name.startswith("SQLITE_BUSY"):
+            return StorageUnavailableError("the SQLite ledger stayed locked past the busy timeout")
+        return StorageUnavailableError(text)
+    if name == "SQLITE_ERROR" and text.startswith("no such table"):
+        # SQLite gives a missing table no code of its own: SQLITE_ERROR and this report.
+        return _schema_missing()
+    return StorageError(text)
+
+
+def _conflict(constraint: str | None, text: str, stream_id: str, event_id: str) -> LedgerError:
+    kind = _CONFLICTS.get(constraint or "")
+    if kind == "terminal":
+        return AlreadyTerminalError(stream_id)
+    if kind == "version":
+        return ConcurrencyError(stream_id, None, None)
+    if kind == "event_id":
+        return DuplicateEventError(event_id)
+    if kind == "idempotency":
+        return IdempotencyKeyTakenError(text)
+    return StorageError(text)
+
+
+def _schema_missing() -> SchemaMissingError:
+    return SchemaMissingError("the ledger's tables are missing: run `outcomes migrate`")
+
+
+def _is_psycopg(orig: object) -> bool:
+    return type(orig).__module__.startswith("psycopg")
+
+
+def _first_line(error: object) -> str:
+    text = str(error)
+    return text.splitlines()[0] if text else type(error).__name__
 
 
 @contextmanager

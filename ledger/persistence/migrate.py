@@ -1,4 +1,5 @@
-"""Schema migrations (Alembic, in the top-level `migrations/` package) for both engines."""
+"""Schema migrations: Alembic scripts shipped as package data in `migrations/` beside this
+module (loaded by path, never imported, so the core and its migrations form no import circle)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,9 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine
 
-import migrations
 from ledger.persistence.errors import translated
 
-SCRIPT_LOCATION = Path(migrations.__file__).parent
+SCRIPT_LOCATION = Path(__file__).parent / "migrations"
 
 
 def _config() -> Config:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 import psycopg
 from sqlalchemy import Engine
 
-from ledger.persistence.notify import JOBS_CHANNEL
+from ledger.persistence.projections import JOBS_CHANNEL
 
 log = logging.getLogger(__name__)
 

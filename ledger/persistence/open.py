@@ -1,13 +1,14 @@
-"""Open the ledger named by the settings: engine, store and its read models."""
+"""Open the ledger named by a URL: SQL (postgresql+psycopg://, sqlite:///) or `memory://`."""
 
 from __future__ import annotations
 
+from ledger.persistence.base import Store
 from ledger.persistence.engine import make_engine
-from ledger.persistence.projections import default_projections
-from ledger.persistence.store import EventStore
-from ledger.settings import load_settings
+from ledger.persistence.memory import MEMORY_URL, MemoryStore
+from ledger.persistence.store import SqlStore
 
 
-def open_store(url: str | None = None, *, pool_size: int = 5) -> EventStore:
-    engine = make_engine(url or load_settings().database_url, pool_size=pool_size)
-    return EventStore(engine, default_projections())
+def open_store(url: str, *, pool_size: int = 5) -> Store:
+    if url == MEMORY_URL:
+        return MemoryStore()
+    return SqlStore(make_engine(url, pool_size=pool_size))

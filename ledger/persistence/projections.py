@@ -6,22 +6,70 @@ Live updates and rebuilds run the same pure fold, so a rebuild reproduces the li
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
-from sqlalchemy import Connection, Table, bindparam, delete, insert, select, update
+from sqlalchemy import Connection, Table, bindparam, delete, insert, select, text, update
 
 from ledger.brake_view import BrakeView, evolve_brake
 from ledger.events import JOB_EVENT_TYPES, RecordedEvent, job_id_of
 from ledger.job_view import JobView, evolve
-from ledger.persistence.notify import JobNotifier
 from ledger.persistence.schema import brakes, jobs, tokens
-from ledger.persistence.store import EventStore, Projection
 from ledger.token_view import TokenView, evolve_token
 
 V = TypeVar("V", bound=BaseModel)
 _BATCH = 1000
+JOBS_CHANNEL = "outcomes_jobs"  # NOTIFY: a wake-up hint for long-polls, never the log itself
+_IDS_PER_NOTIFY = 150
+_NOTIFY = text("SELECT pg_notify(:channel, :payload)")
+
+
+class Projection:
+    """A read model kept in step with the events, inside the appending transaction."""
+
+    def handles(self, event_type: str) -> bool:
+        raise NotImplementedError
+
+    def apply(self, conn: Connection, recorded: Sequence[RecordedEvent]) -> Any:
+        """Bring the model up to date with `recorded` (one stream's new events); returns the
+        stream's view, if the model keeps one."""
+        raise NotImplementedError
+
+    def clear(self, conn: Connection) -> None:
+        raise NotImplementedError
+
+    def fold_into(self, views: dict[str, Any], event: RecordedEvent) -> None:
+        """Rebuild, step 1: fold one event into in-memory views."""
+        raise NotImplementedError
+
+    def write_all(self, conn: Connection, views: dict[str, Any]) -> None:
+        """Rebuild, step 2: write the folded views into the emptied table."""
+        raise NotImplementedError
+
+
+class JobNotifier(Projection):
+    def handles(self, event_type: str) -> bool:
+        return event_type in JOB_EVENT_TYPES
+
+    def apply(self, conn: Connection, recorded: Sequence[RecordedEvent]) -> None:
+        if conn.dialect.name != "postgresql":
+            return None
+        job_ids = sorted({job_id_of(e.stream_id) for e in recorded})
+        # A NOTIFY payload is capped at 8000 bytes: 150 ids (37 bytes each) stay well below.
+        for start in range(0, len(job_ids), _IDS_PER_NOTIFY):
+            payload = ",".join(job_ids[start : start + _IDS_PER_NOTIFY])
+            conn.execute(_NOTIFY, {"channel": JOBS_CHANNEL, "payload": payload})
+
+    # Not a table: nothing to clear or rebuild.
+    def clear(self, conn: Connection) -> None:
+        return None
+
+    def fold_into(self, views: dict[str, Any], event: RecordedEvent) -> None:
+        return None
+
+    def write_all(self, conn: Connection, views: dict[str, Any]) -> None:
+        return None
 
 
 class ViewProjection(Projection, Generic[V]):
@@ -60,7 +108,8 @@ class ViewProjection(Projection, Generic[V]):
     def row(self, key: str, view: V) -> dict[str, Any]:
         return {self._pk.name: key, "view": view.model_dump(mode="json"), **self.columns(view)}
 
-    def apply(self, conn: Connection, recorded: Sequence[RecordedEvent]) -> None:
+    def apply(self, conn: Connection, recorded: Sequence[RecordedEvent]) -> V | None:
+        """Fold the events into their rows; returns the last event's view."""
         keys = {self.key(e) for e in recorded}
         # A key whose first event here starts its stream has no row yet: skip the lookup.
         fresh = {self.key(e) for e in recorded if e.stream_version == 1}
@@ -75,6 +124,7 @@ class ViewProjection(Projection, Generic[V]):
                 conn.execute(self._update, values | {"_key": k})
             else:
                 conn.execute(self._insert, values)
+        return views[self.key(recorded[-1])]
 
     def clear(self, conn: Connection) -> None:
         conn.execute(delete(self.table))
@@ -154,21 +204,19 @@ def default_projections() -> list[Projection]:
     ]
 
 
-def rebuild_read_models(store: EventStore) -> int:
-    """Replace every read model's rows by a fold of the events alone, in one transaction.
-
-    Appends wait for it (it holds the append lock), so nothing lands half-way.
-    Returns the number of events replayed."""
+def rebuild(
+    conn: Connection, projections: Sequence[Projection], events: Iterable[RecordedEvent]
+) -> int:
+    """Replace every read model's rows by a fold of `events` (the whole log, in position
+    order). Returns the number of events replayed."""
     count = 0
-    with store.transaction() as tx:
-        tx.lock_positions()
-        states: list[dict[str, Any]] = [{} for _ in store.projections]
-        for event in tx.iter_events():
-            count += 1
-            for projection, views in zip(store.projections, states, strict=True):
-                if projection.handles(event.type):
-                    projection.fold_into(views, event)
-        for projection, views in zip(store.projections, states, strict=True):
-            projection.clear(tx.conn)
-            projection.write_all(tx.conn, views)
+    states: list[dict[str, Any]] = [{} for _ in projections]
+    for event in events:
+        count += 1
+        for projection, views in zip(projections, states, strict=True):
+            if projection.handles(event.type):
+                projection.fold_into(views, event)
+    for projection, views in zip(projections, states, strict=True):
+        projection.clear(conn)
+        projection.write_all(conn, views)
     return count

@@ -137,51 +137,18 @@ leases = Table(
 
 READ_MODEL_TABLES = (jobs, brakes, tokens)
 
-# Postgres: the events table refuses UPDATE, DELETE and TRUNCATE for everyone, owner included.
-# (A superuser can still disable triggers; the hash chain and digests catch what follows.)
-POSTGRES_IMMUTABILITY = [
-    """
-    CREATE OR REPLACE FUNCTION outcomes_events_immutable() RETURNS trigger
-    LANGUAGE plpgsql AS $$
-    BEGIN
-        RAISE EXCEPTION 'ledger events are append-only: % refused', TG_OP
-            USING ERRCODE = 'insufficient_privilege';
-    END $$
-    """,
-    """
-    CREATE TRIGGER events_no_update_delete BEFORE UPDATE OR DELETE ON events
-    FOR EACH ROW EXECUTE FUNCTION outcomes_events_immutable()
-    """,
-    """
-    CREATE TRIGGER events_no_truncate BEFORE TRUNCATE ON events
-    FOR EACH STATEMENT EXECUTE FUNCTION outcomes_events_immutable()
-    """,
-]
-POSTGRES_IMMUTABILITY_DOWN = [
-    "DROP TRIGGER IF EXISTS events_no_truncate ON events",
-    "DROP TRIGGER IF EXISTS events_no_update_delete ON events",
-    "DROP FUNCTION IF EXISTS outcomes_events_immutable()",
-]
-# SQLite has no TRUNCATE; a DELETE without WHERE fires the row trigger too.
-SQLITE_IMMUTABILITY = [
-    """
-    CREATE TRIGGER events_no_update BEFORE UPDATE ON events
-    BEGIN SELECT RAISE(ABORT, 'ledger events are append-only: UPDATE refused'); END
-    """,
-    """
-    CREATE TRIGGER events_no_delete BEFORE DELETE ON events
-    BEGIN SELECT RAISE(ABORT, 'ledger events are append-only: DELETE refused'); END
-    """,
-]
-SQLITE_IMMUTABILITY_DOWN = [
-    "DROP TRIGGER IF EXISTS events_no_delete",
-    "DROP TRIGGER IF EXISTS events_no_update",
-]
+
+def unique_constraints() -> dict[str, tuple[str, ...]]:
+    """Each unique index and primary key by name, with its columns as "table.column"."""
+    found: dict[str, tuple[str, ...]] = {}
+    for table in metadata.tables.values():
+        pk = table.primary_key
+        found[f"pk_{table.name}"] = tuple(f"{table.name}.{c.name}" for c in pk.columns)
+        for index in table.indexes:
+            if index.unique and index.name:
+                found[str(index.name)] = tuple(f"{table.name}.{c.name}" for c in index.columns)
+    return found
 
 
-def immutability_ddl(dialect: str) -> list[str]:
-    return POSTGRES_IMMUTABILITY if dialect == "postgresql" else SQLITE_IMMUTABILITY
-
-
-def immutability_drop_ddl(dialect: str) -> list[str]:
-    return POSTGRES_IMMUTABILITY_DOWN if dialect == "postgresql" else SQLITE_IMMUTABILITY_DOWN
+# The triggers report this constraint name, so refusals are told apart without their wording.
+APPEND_ONLY_CONSTRAINT = "events_append_only"

@@ -11,10 +11,11 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-import tests.api.tools  # noqa: F401  (registers the tools the tests submit to)
+import tests.tools  # noqa: F401  (registers the tools the tests submit to)
 from api.app import create_app
-from ledger.persistence.store import EventStore
-from ledger.persistence.tokens import create_token
+from ledger.persistence.store import SqlStore
+from ledger.services.ledger import Ledger
+from ledger.services.tokens import create as create_token
 
 
 class RecordingDispatcher:
@@ -45,8 +46,8 @@ def dispatcher() -> RecordingDispatcher:
 
 
 @pytest.fixture
-def app(store: EventStore, dispatcher: RecordingDispatcher) -> FastAPI:
-    return create_app(store, dispatcher)
+def app(store: SqlStore, dispatcher: RecordingDispatcher) -> FastAPI:
+    return create_app(Ledger(store), dispatcher)
 
 
 @pytest.fixture
@@ -56,9 +57,9 @@ def client(app: FastAPI) -> Iterator[TestClient]:
 
 
 @pytest.fixture
-def tokens(store: EventStore) -> Tokens:
+def tokens(store: SqlStore) -> Tokens:
     def token(account: str, role: str, tools: list[str] | None = None) -> tuple[str, str]:
-        issued = create_token(store, account, role, tools, actor="tests")
+        issued = create_token(Ledger(store), account, role, tools, actor="tests")
         return issued.token, issued.view.token_id
 
     acme, acme_id = token("acme", "agent")

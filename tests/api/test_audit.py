@@ -8,12 +8,13 @@ from typing import Any
 from fastapi.testclient import TestClient
 
 from ledger.events import job_stream
-from ledger.persistence.brakes import pull, release
-from ledger.persistence.store import EventStore
+from ledger.persistence.store import SqlStore
+from ledger.services.brakes import pull, release
+from ledger.services.ledger import Ledger
 from tests.api.conftest import Tokens, bearer
 from tests.api.test_read import new_job
-from tests.api.tools import ECHO, METERED
 from tests.factories import started
+from tests.tools import ECHO, METERED
 
 
 def audit(client: TestClient, token: str, query: str = "") -> dict[str, Any]:
@@ -24,9 +25,7 @@ def audit(client: TestClient, token: str, query: str = "") -> dict[str, Any]:
     return page
 
 
-def test_audit_events_filter_and_page(
-    client: TestClient, tokens: Tokens, store: EventStore
-) -> None:
+def test_audit_events_filter_and_page(client: TestClient, tokens: Tokens, store: SqlStore) -> None:
     acme_job = new_job(client, tokens.acme)
     globex_job = new_job(client, tokens.globex)
     client.post("/v1/jobs", json={"tool": "nowhere.tool", "args": {}}, headers=bearer(tokens.acme))
@@ -90,18 +89,18 @@ def test_summary_counts_jobs_by_status_code_tool_and_account(
 
 
 def test_brakes_list_holds_and_counts_the_jobs_they_keep_waiting(
-    client: TestClient, tokens: Tokens, store: EventStore
+    client: TestClient, tokens: Tokens, store: SqlStore
 ) -> None:
     new_job(client, tokens.acme)
     new_job(client, tokens.globex)
     client.post(
         "/v1/jobs", json={"tool": METERED, "args": {"text": "x"}}, headers=bearer(tokens.acme)
     )
-    everywhere = pull(store, "global", "incident 7", "ops-1")
-    on_echo = pull(store, f"tool:{ECHO}", "provider outage", "ops-2")
-    on_globex = pull(store, "account:globex", "billing", "ops-3")
-    released = pull(store, "global", "drill", "ops-1")
-    release(store, released.brake_id, "drill over", "ops-1")
+    everywhere = pull(Ledger(store), "global", "incident 7", "ops-1")
+    on_echo = pull(Ledger(store), f"tool:{ECHO}", "provider outage", "ops-2")
+    on_globex = pull(Ledger(store), "account:globex", "billing", "ops-3")
+    released = pull(Ledger(store), "global", "drill", "ops-1")
+    release(Ledger(store), released.brake_id, "drill over", "ops-1")
 
     listed = client.get("/v1/brakes", headers=bearer(tokens.operator)).json()["brakes"]
     assert [(b["brake_id"], b["queued_jobs"]) for b in listed] == [

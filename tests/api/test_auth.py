@@ -9,10 +9,12 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from ledger.persistence.store import EventStore
-from ledger.persistence.tokens import create_token, revoke_token
+from ledger.persistence.store import SqlStore
+from ledger.services.ledger import Ledger
+from ledger.services.tokens import create as create_token
+from ledger.services.tokens import revoke as revoke_token
 from tests.api.conftest import Tokens, bearer
-from tests.api.tools import ECHO
+from tests.tools import ECHO
 
 AUDITOR_ONLY = ("/v1/audit/events", "/v1/audit/summary", "/v1/brakes")
 
@@ -40,14 +42,14 @@ def test_missing_or_unknown_token_is_401(client: TestClient, headers: dict[str, 
 
 
 def test_revoked_token_is_401_everywhere(
-    client: TestClient, tokens: Tokens, store: EventStore
+    client: TestClient, tokens: Tokens, store: SqlStore
 ) -> None:
     response = client.post(
         "/v1/jobs", json={"tool": ECHO, "args": {"text": "x"}}, headers=bearer(tokens.acme)
     )
     job_id = response.json()["job_id"]
     assert client.get(f"/v1/jobs/{job_id}", headers=bearer(tokens.acme)).status_code == 200
-    revoke_token(store, tokens.acme_id, actor="tests")
+    revoke_token(Ledger(store), tokens.acme_id, actor="tests")
     assert_401(client.get(f"/v1/jobs/{job_id}", headers=bearer(tokens.acme)))
     assert_401(client.get(f"/v1/jobs/{job_id}?wait=1", headers=bearer(tokens.acme)))
     assert_401(client.get("/v1/jobs", headers=bearer(tokens.acme)))
@@ -70,11 +72,11 @@ def test_agent_tokens_on_auditor_endpoints_are_403(
 
 
 def test_no_token_value_appears_in_any_answer_or_log_line(
-    client: TestClient, tokens: Tokens, store: EventStore, caplog: pytest.LogCaptureFixture
+    client: TestClient, tokens: Tokens, store: SqlStore, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
-    revoked = create_token(store, "acme", "agent", None, actor="tests")
-    revoke_token(store, revoked.view.token_id, actor="tests")
+    revoked = create_token(Ledger(store), "acme", "agent", None, actor="tests")
+    revoke_token(Ledger(store), revoked.view.token_id, actor="tests")
     secrets = [
         tokens.acme,
         tokens.globex,

@@ -12,8 +12,8 @@ from fastapi.testclient import TestClient
 
 from api.limits import MAX_BODY_BYTES, MAX_JSON_DEPTH, nests_deeper_than
 from tests.api.conftest import Tokens, bearer
-from tests.api.tools import ECHO
 from tests.factories import ERROR_KEYS
+from tests.tools import ECHO
 
 
 def assert_problem(response: Any, status: int, code: str) -> dict[str, Any]:

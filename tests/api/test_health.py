@@ -7,8 +7,9 @@ from pathlib import Path
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from ledger.persistence.open import open_store
+from ledger.services.ledger import Ledger
 from tests.api.conftest import RecordingDispatcher
+from tests.factories import open_sql
 
 
 def test_healthz_and_readyz(client: TestClient) -> None:
@@ -20,9 +21,9 @@ def test_healthz_and_readyz(client: TestClient) -> None:
 
 
 def test_readyz_is_503_problem_when_the_ledger_is_not_there(tmp_path: Path) -> None:
-    store = open_store(f"sqlite:///{tmp_path / 'never-migrated.db'}")
+    store = open_sql(f"sqlite:///{tmp_path / 'never-migrated.db'}")
     try:
-        with TestClient(create_app(store, RecordingDispatcher())) as client:
+        with TestClient(create_app(Ledger(store), RecordingDispatcher())) as client:
             assert client.get("/healthz").status_code == 200
             response = client.get("/readyz")
             assert response.status_code == 503
@@ -34,4 +35,4 @@ def test_readyz_is_503_problem_when_the_ledger_is_not_there(tmp_path: Path) -> N
             assert jobs.status_code == 503
             assert jobs.headers["content-type"] == "application/problem+json"
     finally:
-        store.engine.dispose()
+        store.close()

@@ -16,7 +16,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from ledger.events import NewEvent, job_stream
-from ledger.persistence.store import EventStore
+from ledger.persistence.store import SqlStore
 from tests.api.conftest import Tokens, bearer
 from tests.api.test_read import new_job
 from tests.factories import started, succeeded
@@ -26,7 +26,7 @@ SOON_S = 5.0  # "well before the limit": a wake-up, not a timeout
 
 
 @pytest.fixture
-def hinted_client(app: FastAPI, store: EventStore) -> Iterator[TestClient]:
+def hinted_client(app: FastAPI, store: SqlStore) -> Iterator[TestClient]:
     """On Postgres the polling fallback is switched off, so only LISTEN/NOTIFY can wake."""
     if store.dialect == "postgresql":
         app.state.ledger.waiter.poll_s = 3600.0
@@ -63,12 +63,12 @@ class Poll:
         return body
 
 
-def record(store: EventStore, job_id: str, *events: NewEvent) -> None:
+def record(store: SqlStore, job_id: str, *events: NewEvent) -> None:
     store.append(job_stream(job_id), list(events))
 
 
 def test_wait_returns_as_soon_as_the_outcome_is_recorded(
-    app: FastAPI, hinted_client: TestClient, tokens: Tokens, store: EventStore
+    app: FastAPI, hinted_client: TestClient, tokens: Tokens, store: SqlStore
 ) -> None:
     job_id = new_job(hinted_client, tokens.acme)
     record(store, job_id, started())  # running: only the outcome is left to wait for
@@ -87,7 +87,7 @@ def test_wait_returns_as_soon_as_the_outcome_is_recorded(
 
 
 def test_wait_returns_when_the_status_changes(
-    app: FastAPI, hinted_client: TestClient, tokens: Tokens, store: EventStore
+    app: FastAPI, hinted_client: TestClient, tokens: Tokens, store: SqlStore
 ) -> None:
     job_id = new_job(hinted_client, tokens.acme)
     poll = Poll(app, hinted_client, tokens.acme, job_id)
@@ -99,7 +99,7 @@ def test_wait_returns_when_the_status_changes(
 
 
 def test_a_terminal_job_answers_at_once(
-    client: TestClient, tokens: Tokens, store: EventStore
+    client: TestClient, tokens: Tokens, store: SqlStore
 ) -> None:
     job_id = new_job(client, tokens.acme)
     record(store, job_id, started(), succeeded())

@@ -12,10 +12,10 @@ from api import pages
 from ledger.codes import Code
 from ledger.error_info import ErrorInfo
 from ledger.events import NewEvent, WorkFailed, job_stream
-from ledger.persistence.store import EventStore
+from ledger.persistence.store import SqlStore
 from tests.api.conftest import Tokens, bearer
-from tests.api.tools import ECHO
 from tests.factories import started, succeeded
+from tests.tools import ECHO
 
 ENVELOPE_KEYS = {
     "job_id",
@@ -46,7 +46,7 @@ def new_job(client: TestClient, token: str, text: str = "x") -> str:
 
 
 def test_envelope_carries_every_contract_field(
-    client: TestClient, tokens: Tokens, store: EventStore
+    client: TestClient, tokens: Tokens, store: SqlStore
 ) -> None:
     job_id = new_job(client, tokens.acme)
     store.append(job_stream(job_id), [started(), succeeded(text="x")])
@@ -95,7 +95,7 @@ def test_lists_never_show_another_accounts_rows(client: TestClient, tokens: Toke
 
 
 def test_changes_page_by_cursor_and_say_when_truncated(
-    client: TestClient, tokens: Tokens, store: EventStore
+    client: TestClient, tokens: Tokens, store: SqlStore
 ) -> None:
     jobs = [new_job(client, tokens.acme, str(n)) for n in range(5)]
     first = client.get("/v1/jobs?limit=2", headers=bearer(tokens.acme)).json()
@@ -134,7 +134,7 @@ def test_the_byte_budget_truncates_a_page_and_says_so(
 
 
 def test_job_events_hide_raw_failure_detail_from_agents(
-    client: TestClient, tokens: Tokens, store: EventStore
+    client: TestClient, tokens: Tokens, store: SqlStore
 ) -> None:
     job_id = new_job(client, tokens.acme)
     error = ErrorInfo(code=Code.SOURCE_UNRELIABLE, dependency="tracker", message="Timed out.")

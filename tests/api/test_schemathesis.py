@@ -24,12 +24,13 @@ import examples.seed_tools  # noqa: F401  (the document's example submits tracke
 from api.app import create_app
 from ledger.decisions import Caller, JobRequest
 from ledger.events import job_stream
-from ledger.persistence.brakes import pull
-from ledger.persistence.store import EventStore
-from ledger.persistence.submit import submit
+from ledger.persistence.store import SqlStore
+from ledger.services.brakes import pull
+from ledger.services.ledger import Ledger
+from ledger.services.submit import submit
 from tests.api.conftest import Tokens
-from tests.api.tools import ECHO
 from tests.factories import started, succeeded
+from tests.tools import ECHO
 
 MAX_EXAMPLES = 5
 READER_PATHS = ("/v1/audit/", "/v1/brakes")
@@ -38,7 +39,7 @@ READER_PATHS = ("/v1/audit/", "/v1/brakes")
 class InstantWorker:
     """Finishes every dispatched job at once, so a long-poll on it never waits out its S."""
 
-    def __init__(self, store: EventStore) -> None:
+    def __init__(self, store: SqlStore) -> None:
         self.store = store
 
     def dispatch(self, job_id: str, delay_s: float = 0.0) -> None:
@@ -114,20 +115,20 @@ def _collect(event: events.ScenarioFinished, found: Findings) -> None:
                 found.failures.append(f"{event.label}: {check.name}: {check.failure_info.failure}")
 
 
-def seed_ledger(store: EventStore, worker: InstantWorker) -> None:
+def seed_ledger(store: SqlStore, worker: InstantWorker) -> None:
     """Something to find: finished and refused jobs in both accounts, and a brake."""
     for account in ("acme", "globex"):
         caller = Caller(account=account, token_id=f"seed-{account}")
-        submit(store, caller, JobRequest(ECHO, {"text": "seed"}), worker)
-        submit(store, caller, JobRequest(ECHO, {}), worker)
-    pull(store, "account:globex", "seeded brake", "ops")
+        submit(Ledger(store), caller, JobRequest(ECHO, {"text": "seed"}), worker)
+        submit(Ledger(store), caller, JobRequest(ECHO, {}), worker)
+    pull(Ledger(store), "account:globex", "seeded brake", "ops")
 
 
 @pytest.mark.timeout(300)
-def test_the_api_conforms_to_its_openapi_document(store: EventStore, tokens: Tokens) -> None:
+def test_the_api_conforms_to_its_openapi_document(store: SqlStore, tokens: Tokens) -> None:
     worker = InstantWorker(store)
     seed_ledger(store, worker)
-    app = create_app(store, worker)
+    app = create_app(Ledger(store), worker)
 
     found = run(app, tokens.acme, tokens.acme_auditor, seed=7)
     also = run(app, tokens.globex, tokens.auditor, seed=8)

@@ -9,19 +9,19 @@ import pytest
 from fastapi.testclient import TestClient
 
 from ledger.codes import Status
-from ledger.persistence.brakes import pull
-from ledger.persistence.jobs import get_job
-from ledger.persistence.store import EventStore
+from ledger.persistence.store import SqlStore
+from ledger.services.brakes import pull
+from ledger.services.ledger import Ledger
 from tests.api.conftest import RecordingDispatcher, Tokens, bearer
-from tests.api.tools import ECHO, METERED, OFF, QUOTA
-from tests.factories import ERROR_KEYS
+from tests.factories import ERROR_KEYS, get_job
+from tests.tools import ECHO, METERED, OFF, QUOTA
 
 
 def submit(client: TestClient, token: str, body: dict[str, Any]) -> Any:
     return client.post("/v1/jobs", json=body, headers=bearer(token))
 
 
-def assert_refusal(response: Any, status: int, code: str, store: EventStore) -> str:
+def assert_refusal(response: Any, status: int, code: str, store: SqlStore) -> str:
     """A refusal answered as a problem, carrying the id of the refused job it recorded."""
     assert response.status_code == status, response.text
     assert response.headers["content-type"] == "application/problem+json"
@@ -64,7 +64,7 @@ def test_accepted_job_is_queued_dispatched_and_pollable(
 def test_refusals_are_recorded_and_answered_with_their_job_id(
     client: TestClient,
     tokens: Tokens,
-    store: EventStore,
+    store: SqlStore,
     dispatcher: RecordingDispatcher,
     body: dict[str, Any],
     status: int,
@@ -79,7 +79,7 @@ def test_refusals_are_recorded_and_answered_with_their_job_id(
 
 
 def test_a_tool_the_token_may_not_call_is_refused_403(
-    client: TestClient, tokens: Tokens, store: EventStore
+    client: TestClient, tokens: Tokens, store: SqlStore
 ) -> None:
     assert (
         submit(client, tokens.echo_only, {"tool": ECHO, "args": {"text": "x"}}).status_code == 202
@@ -89,7 +89,7 @@ def test_a_tool_the_token_may_not_call_is_refused_403(
 
 
 def test_quota_refusal_is_429_with_whole_seconds_retry_after(
-    client: TestClient, tokens: Tokens, store: EventStore
+    client: TestClient, tokens: Tokens, store: SqlStore
 ) -> None:
     for _ in range(QUOTA):
         assert (
@@ -107,9 +107,9 @@ def test_quota_refusal_is_429_with_whole_seconds_retry_after(
 
 
 def test_brake_refusal_is_409_naming_the_brake(
-    client: TestClient, tokens: Tokens, store: EventStore
+    client: TestClient, tokens: Tokens, store: SqlStore
 ) -> None:
-    brake = pull(store, f"tool:{ECHO}", "provider outage", "ops-1")
+    brake = pull(Ledger(store), f"tool:{ECHO}", "provider outage", "ops-1")
     response = submit(client, tokens.acme, {"tool": ECHO, "args": {"text": "x"}})
     assert_refusal(response, 409, "BRAKE_ENGAGED", store)
     assert response.json()["error"]["cause"] == brake.brake_id

@@ -9,13 +9,7 @@ import orjson
 
 from cli.errors import EXIT_PROBLEM
 from tests.cli.conftest import Invoke
-from tests.test_tamper import (  # noqa: F401 - `ledger` is a fixture
-    Ledger,
-    forge,
-    ledger,
-    tamper_delete,
-    tamper_set,
-)
+from tests.plugins.tampering import Seeded, forge, tamper_delete, tamper_set
 
 
 def verify(outcomes: Invoke, *args: str) -> tuple[int, dict[str, object], str]:
@@ -23,14 +17,14 @@ def verify(outcomes: Invoke, *args: str) -> tuple[int, dict[str, object], str]:
     return result.exit_code, orjson.loads(result.stdout), result.stderr
 
 
-def test_an_honest_ledger_verifies(outcomes: Invoke, ledger: Ledger) -> None:  # noqa: F811
+def test_an_honest_ledger_verifies(outcomes: Invoke, seeded: Seeded) -> None:
     code, body, _ = verify(outcomes)
     assert (code, body["ok"], body["first_broken_position"]) == (0, True, None)
 
 
-def test_an_edited_row_is_named(outcomes: Invoke, ledger: Ledger) -> None:  # noqa: F811
-    target = ledger.event("retried", 3)
-    tamper_set(ledger.url, target.position, actor="worker:mallory")
+def test_an_edited_row_is_named(outcomes: Invoke, seeded: Seeded) -> None:
+    target = seeded.event("retried", 3)
+    tamper_set(seeded.url, target.position, actor="worker:mallory")
     code, body, stderr = verify(outcomes)
     assert (code, body["ok"], body["first_broken_position"]) == (
         EXIT_PROBLEM,
@@ -45,25 +39,25 @@ def test_an_edited_row_is_named(outcomes: Invoke, ledger: Ledger) -> None:  # no
     )
 
 
-def test_a_deleted_row_is_named(outcomes: Invoke, ledger: Ledger) -> None:  # noqa: F811
-    gone, after = ledger.event("retried", 3), ledger.event("retried", 4)
-    tamper_delete(ledger.url, gone.position)
+def test_a_deleted_row_is_named(outcomes: Invoke, seeded: Seeded) -> None:
+    gone, after = seeded.event("retried", 3), seeded.event("retried", 4)
+    tamper_delete(seeded.url, gone.position)
     code, body, _ = verify(outcomes)
     assert (code, body["first_broken_position"]) == (EXIT_PROBLEM, after.position)
 
 
 def test_a_rehashed_history_is_caught_against_an_earlier_digest(
     outcomes: Invoke,
-    ledger: Ledger,  # noqa: F811
+    seeded: Seeded,
     tmp_path: Path,
 ) -> None:
     digest = tmp_path / "digest.json"
     outcomes("audit", "digest", "--output", str(digest))
-    original = ledger.stream("retried")
-    forge(ledger, "retried", 3, original[2].data | {"attempt": 2})
+    original = seeded.stream("retried")
+    forge(seeded, "retried", 3, original[2].data | {"attempt": 2})
     alone, _, _ = verify(outcomes)
     assert alone == 0  # internally consistent: only the digest can tell
     code, body, stderr = verify(outcomes, "--digest", str(digest))
-    head = ledger.stream("retried")[-1]
+    head = seeded.stream("retried")[-1]
     assert (code, body["first_broken_position"]) == (EXIT_PROBLEM, head.position)
     assert "history rewritten" in stderr

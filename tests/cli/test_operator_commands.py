@@ -8,10 +8,11 @@ from pydantic import BaseModel
 
 from ledger.decisions import Caller, JobRequest
 from ledger.outcomes import Succeeded
-from ledger.persistence.open import open_store
-from ledger.persistence.submit import submit
+from ledger.services.ledger import Ledger
+from ledger.services.submit import submit
 from ledger.tools import ToolContext, tool
 from tests.cli.conftest import Invoke
+from tests.factories import open_sql
 
 
 class Note(BaseModel):
@@ -24,12 +25,12 @@ def note(args: Note, ctx: ToolContext) -> Succeeded:
 
 
 def accepted_job(database_url: str, account: str = "acme") -> str:
-    store = open_store(database_url)
+    store = open_sql(database_url)
     try:
         caller = Caller(account=account, token_id="tok")
-        return submit(store, caller, JobRequest("clitest.note", {"text": "hi"})).view.job_id
+        return submit(Ledger(store), caller, JobRequest("clitest.note", {"text": "hi"})).view.job_id
     finally:
-        store.engine.dispose()
+        store.close()
 
 
 def test_every_command_has_help(outcomes: Invoke) -> None:

@@ -19,7 +19,7 @@ import orjson
 import pytest
 
 from ledger.codes import Code, Status
-from ledger.persistence.jobs import get_job
+from tests.factories import get_job
 from tests.integration.conftest import (  # noqa: F401 - the fixture is used by name
     Deployment,
     deployment,

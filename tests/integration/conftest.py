@@ -31,18 +31,19 @@ from ledger.decisions import Caller, JobRequest
 from ledger.errors import StorageUnavailableError
 from ledger.events import RecordedEvent
 from ledger.job_view import JobView
-from ledger.persistence.open import open_store
 from ledger.persistence.schema import events, jobs
-from ledger.persistence.store import EventStore
-from ledger.persistence.submit import submit
+from ledger.persistence.store import SqlStore
+from ledger.services.ledger import Ledger
+from ledger.services.submit import submit
 from ledger.settings import load_settings
 from tests.databases import IN_CI
+from tests.factories import open_sql
 from workers.app import make_celery
 from workers.dispatch import CeleryDispatcher
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 OUTCOMES = Path(sys.executable).parent / "outcomes"
-TOOL_MODULES = "examples.seed_tools,tests.integration.tools"
+TOOL_MODULES = "examples.seed_tools,tests.tools"
 BROKER_URLS = {
     "rabbitmq": os.environ.get("OUTCOMES_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672//"),
     "redis": os.environ.get("OUTCOMES_TEST_REDIS_URL", "redis://127.0.0.1:6379/0"),
@@ -146,7 +147,7 @@ class Deployment:
     queue: str
     home: Path  # cwd of every process: the embedded broker's folder lives under it
     env: dict[str, str]
-    store: EventStore
+    store: SqlStore
     app: Celery
     dispatcher: CeleryDispatcher
     side_effects: Path
@@ -191,7 +192,7 @@ class Deployment:
     ) -> JobView:
         request = JobRequest(tool=tool, args=args)
         dispatcher = self.dispatcher if dispatch else None
-        return submit(self.store, caller, request, dispatcher).view
+        return submit(Ledger(self.store), caller, request, dispatcher).view
 
     def side_effect_jobs(self) -> list[str]:
         """The job id of every real effect, one entry per effect, in the order written."""
@@ -257,7 +258,7 @@ def deployment(
             monkeypatch.setenv(name, value)
     settings = load_settings()
     app = make_celery(settings)
-    store = open_store(database_url)
+    store = open_sql(database_url)
     dep = Deployment(
         broker=broker,
         database_url=database_url,
@@ -275,7 +276,7 @@ def deployment(
         dep.stop_workers()
         _delete_queue(app, broker_url, queue)
         app.close()  # broker connections stay in kombu's process-wide pools, for the next test
-        store.engine.dispose()
+        store.close()
 
 
 # --- waiting and reading ----------------------------------------------------------------------
@@ -297,10 +298,10 @@ def _holds(condition: Callable[[], bool]) -> bool:
         return False
 
 
-def load_views(store: EventStore, job_ids: Iterable[str]) -> dict[str, JobView]:
+def load_views(store: SqlStore, job_ids: Iterable[str]) -> dict[str, JobView]:
     wanted = list(job_ids)
     views: dict[str, JobView] = {}
-    with store.reading() as conn:
+    with store.connection() as conn:
         for start in range(0, len(wanted), 500):
             query = select(jobs.c.view).where(jobs.c.job_id.in_(wanted[start : start + 500]))
             for row in conn.execute(query):
@@ -310,7 +311,7 @@ def load_views(store: EventStore, job_ids: Iterable[str]) -> dict[str, JobView]:
 
 
 def wait_terminal(
-    store: EventStore, job_ids: Iterable[str], timeout_s: float = 60.0
+    store: SqlStore, job_ids: Iterable[str], timeout_s: float = 60.0
 ) -> dict[str, JobView]:
     """Poll the read model until every job is terminal (fails the test at the deadline)."""
     wanted = list(dict.fromkeys(job_ids))
@@ -334,12 +335,12 @@ def wait_terminal(
     return dict(views)
 
 
-def events_of_type(store: EventStore, *types: str) -> list[RecordedEvent]:
+def events_of_type(store: SqlStore, *types: str) -> list[RecordedEvent]:
     """Every recorded event of these types, in position order."""
     return [e for e in store.iter_events() if e.type in types]
 
 
-def count_events(store: EventStore, event_type: str) -> int:
-    with store.reading() as conn:
+def count_events(store: SqlStore, event_type: str) -> int:
+    with store.connection() as conn:
         query = select(func.count()).select_from(events).where(events.c.type == event_type)
         return int(conn.execute(query).scalar_one())

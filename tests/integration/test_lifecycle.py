@@ -22,19 +22,19 @@ from typing import Any
 import psycopg
 import pytest
 
-import ledger.persistence.work as work
+import ledger.services.work as work
 from ledger.codes import Code, NextAction, Status
 from ledger.decisions import Caller, JobRequest
 from ledger.errors import StorageUnavailableError
 from ledger.events import NewEvent, WorkRetryScheduled, WorkSucceeded, job_stream
 from ledger.job_view import JobView, envelope
-from ledger.persistence.brakes import pull, release
-from ledger.persistence.open import open_store
-from ledger.persistence.store import EventStore, Transaction
-from ledger.persistence.submit import submit
+from ledger.persistence.store import SqlStore, SqlWrites
+from ledger.services.brakes import pull, release
+from ledger.services.ledger import Ledger
+from ledger.services.submit import submit
 from ledger.tools import load_tool_modules
 from tests.databases import PG_ADMIN_DSN
-from tests.factories import ERROR_KEYS
+from tests.factories import ERROR_KEYS, open_sql
 from tests.integration.conftest import (
     AGENT,
     ON_EVERY_BROKER,
@@ -47,7 +47,7 @@ from tests.integration.conftest import (
     wait_terminal,
     wait_until,
 )
-from tests.integration.tools import QUOTA_LIMIT
+from tests.tools import QUOTA_LIMIT
 from workers.app import EXECUTE_TASK
 
 SECRET = "hunter2-Zq9vX4pLm"
@@ -209,7 +209,7 @@ def check_envelope(name: str, case: Case, view: JobView) -> None:
 )
 def test_every_outcome_and_code_end_to_end(deployment: Deployment) -> None:
     store = deployment.store
-    frozen = pull(store, "account:frozen", "account under review", "ops")
+    frozen = pull(Ledger(store), "account:frozen", "account under review", "ops")
     deployment.start_workers(count=2)
 
     views = {name: deployment.submit(c.tool, c.args, c.caller) for name, c in CASES.items()}
@@ -269,7 +269,7 @@ def test_brake_pulled_while_200_jobs_are_queued(deployment: Deployment) -> None:
             pool.map(lambda i: deployment.submit("itest.charge", {"amount": i}), range(200))
         )
     assert {v.status for v in queued} == {Status.QUEUED}
-    brake = pull(store, "global", "runaway spend", "ops")
+    brake = pull(Ledger(store), "global", "runaway spend", "ops")
 
     deployment.start_workers(count=2)
     done = wait_terminal(store, [v.job_id for v in queued], timeout_s=120)
@@ -285,7 +285,7 @@ def test_brake_pulled_while_200_jobs_are_queued(deployment: Deployment) -> None:
     assert count_events(store, "work.started") == 0
     assert count_events(store, "work.halted") == 200
 
-    release(store, brake.brake_id, "spend understood", "ops")
+    release(Ledger(store), brake.brake_id, "spend understood", "ops")
     fresh = [deployment.submit("itest.charge", {"amount": i}) for i in range(5)]
     after = wait_terminal(store, [v.job_id for v in fresh])
     assert {v.status for v in after.values()} == {Status.SUCCEEDED}
@@ -312,7 +312,7 @@ def test_no_work_starts_after_the_pull_commits(deployment: Deployment) -> None:
     submitter.start()
     try:
         wait_until(lambda: count_events(store, "work.started") >= 8, 60, "8 jobs to start")
-        brake = pull(store, "global", "stop everything", "ops")
+        brake = pull(Ledger(store), "global", "stop everything", "ops")
     finally:
         submitter.join(timeout=120)
     assert not submitter.is_alive() and errors == [] and len(submitted) == 150
@@ -425,13 +425,15 @@ def submit_in_child(url: str, barrier: Any, results: Any) -> None:
     """A separate OS process (like one API process) firing its share of submits at once."""
     try:
         load_tool_modules(TOOL_MODULES.split(","))
-        store = open_store(url)
+        store = open_sql(url)
         barrier.wait(timeout=120)
         request = JobRequest(tool="itest.quota_ten", args={})
         with ThreadPoolExecutor(EACH) as pool:
-            views = list(pool.map(lambda _: submit(store, AGENT, request).view, range(EACH)))
+            views = list(
+                pool.map(lambda _: submit(Ledger(store), AGENT, request).view, range(EACH))
+            )
         results.put([(v.job_id, v.status.value) for v in views])
-        store.engine.dispose()
+        store.close()
     except BaseException:
         results.put(traceback.format_exc())
 
@@ -464,11 +466,11 @@ def test_quota_is_exact_under_parallel_submits(
                 child.kill()
     assert len(answers) == SUBMITTERS * EACH == 100
 
-    store = open_store(url)
+    store = open_sql(url)
     try:
         views = load_views(store, [job_id for job_id, _ in answers])
     finally:
-        store.engine.dispose()
+        store.close()
     assert {job_id: views[job_id].status.value for job_id, _ in answers} == dict(answers)
     accepted = [v for v in views.values() if v.accepted]
     refused = [v for v in views.values() if not v.accepted]
@@ -483,16 +485,16 @@ def test_quota_is_exact_under_parallel_submits(
 # --- 6. the outcome write survives a database blip -------------------------------------------
 
 
-class CommitThenBlip(EventStore):
+class CommitThenBlip(SqlStore):
     """The first transaction commits, then the connection is reported lost: the writer cannot
     know whether its write landed (the worst kind of blip)."""
 
-    def __init__(self, inner: EventStore) -> None:
+    def __init__(self, inner: SqlStore) -> None:
         super().__init__(inner.engine, inner.projections)
         self.blips = 1
 
     @contextmanager
-    def transaction(self) -> Iterator[Transaction]:
+    def transaction(self) -> Iterator[SqlWrites]:
         with super().transaction() as tx:
             yield tx
         if self.blips:
@@ -510,9 +512,9 @@ def terminate_other_backends(url: str) -> None:
         )
 
 
-def claimed_job(store: EventStore) -> tuple[str, int]:
-    job = submit(store, AGENT, JobRequest("tracker.read_issue", {"issue_ref": "T-1"})).view
-    claim = work.claim(store, job.job_id, "itest-worker", 30.0)
+def claimed_job(store: SqlStore) -> tuple[str, int]:
+    job = submit(Ledger(store), AGENT, JobRequest("tracker.read_issue", {"issue_ref": "T-1"})).view
+    claim = work.claim(Ledger(store), job.job_id, "itest-worker", 30.0)
     assert claim.result is work.ClaimResult.CLAIMED
     return job.job_id, claim.version
 
@@ -530,10 +532,10 @@ def test_the_outcome_write_survives_a_database_blip(
 ) -> None:
     database_url = str(request.getfixturevalue(backend))
     load_tool_modules(TOOL_MODULES.split(","))
-    real = open_store(database_url)
+    real = open_sql(database_url)
     try:
         job_id, version = claimed_job(real)
-        store: EventStore = CommitThenBlip(real) if blip == "commit_then_lost" else real
+        store: SqlStore = CommitThenBlip(real) if blip == "commit_then_lost" else real
         tries: list[str] = []
         record_once = work._record_once
 
@@ -550,7 +552,7 @@ def test_the_outcome_write_survives_a_database_blip(
         if blip == "backend_terminated":
             terminate_other_backends(database_url)  # kills the store's pooled connection
         event = NewEvent(payload=WorkSucceeded(attempt=1, result={"ok": True}), actor="w")
-        recorded = work.record_outcome(store, job_id, version, event)
+        recorded = work.record_outcome(Ledger(store), job_id, version, event)
 
         assert tries == ["unavailable", "ok"]
         assert recorded.late is False
@@ -559,4 +561,4 @@ def test_the_outcome_write_survives_a_database_blip(
         assert [e.type for e in stream] == ["job.accepted", "work.started", "work.succeeded"]
         assert load_views(real, [job_id])[job_id].status is Status.SUCCEEDED
     finally:
-        real.engine.dispose()
+        real.close()

@@ -16,12 +16,13 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from ledger.dispatch import Dispatcher
 from ledger.events import TERMINAL_EVENT_TYPES, job_id_of
-from ledger.persistence.audit import verify_ledger
-from ledger.persistence.reconcile import reconcile_once
-from ledger.persistence.store import EventStore
-from ledger.persistence.submit import Dispatcher
+from ledger.persistence.store import SqlStore
 from ledger.reconcile_rules import ReconcilePolicy
+from ledger.services.ledger import Ledger
+from ledger.services.reconcile import reconcile_once
+from tests.factories import verify_store
 
 DECISIONS = frozenset({"job.accepted", "job.refused"})
 
@@ -56,7 +57,7 @@ class Counters:
 
 
 def settle(
-    store: EventStore,
+    store: SqlStore,
     dispatcher: Dispatcher | None,
     policy: ReconcilePolicy,
     timeout_s: float,
@@ -70,7 +71,7 @@ def settle(
     recorded = 0
     allowed = set(open_ok)
     while True:
-        recorded += len(reconcile_once(store, dispatcher, policy).recorded)
+        recorded += len(reconcile_once(Ledger(store), dispatcher, policy).recorded)
         if not (set(open_jobs(store)) - allowed):
             return recorded
         if time.monotonic() > deadline:
@@ -78,18 +79,18 @@ def settle(
         time.sleep(0.2)  # between reconcile passes, as the real reconciler's interval
 
 
-def open_jobs(store: EventStore) -> list[str]:
+def open_jobs(store: SqlStore) -> list[str]:
     from sqlalchemy import select
 
     from ledger.persistence.schema import jobs
 
-    with store.reading() as conn:
+    with store.connection() as conn:
         query = select(jobs.c.job_id).where(jobs.c.terminal.is_(False))
         return [row.job_id for row in conn.execute(query)]
 
 
 def check(
-    store: EventStore,
+    store: SqlStore,
     scenario: str,
     spending_jobs: Iterable[str] = (),
     side_effect_jobs: Iterable[str] = (),
@@ -124,7 +125,7 @@ def check(
     effects = Counter(side_effect_jobs)
     spending = set(spending_jobs)
     counters.over_effects = sum(1 for job, n in effects.items() if job in spending and n > 1)
-    report = verify_ledger(store)
+    report = verify_store(store)
     counters.chain_ok = report.ok
     if not report.ok and report.first_problem is not None:
         counters.notes.append(report.first_problem.message)

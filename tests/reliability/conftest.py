@@ -23,13 +23,14 @@ import orjson
 import pytest
 from sqlalchemy import select, text
 
-import tests.reliability.tools  # noqa: F401  (registers the test tools in this process too)
+import tests.tools  # noqa: F401  (registers the test tools in this process too)
+from ledger.dispatch import Dispatcher
 from ledger.job_view import JobView
-from ledger.persistence.reconcile import reconcile_once
 from ledger.persistence.schema import jobs
-from ledger.persistence.store import EventStore
-from ledger.persistence.submit import Dispatcher
+from ledger.persistence.store import SqlStore
 from ledger.reconcile_rules import ReconcilePolicy
+from ledger.services.ledger import Ledger
+from ledger.services.reconcile import reconcile_once
 from tests.integration.conftest import (  # noqa: F401  (`deployment` is a fixture)
     OUTCOMES,
     STOP_TIMEOUT_S,
@@ -41,7 +42,6 @@ from tests.integration.conftest import (  # noqa: F401  (`deployment` is a fixtu
 from tests.reliability.checker import Counters, check, fast_policy, settle
 
 LEASE_S = 2.0  # the workers' OUTCOMES_LEASE_S: renewed every LEASE_S / 3 while a tool runs
-RELIABILITY_TOOLS = "tests.reliability.tools"
 SETTLE_TIMEOUT_S = 30.0
 
 
@@ -75,29 +75,29 @@ def child_pids(parent: int) -> list[int]:
     return sorted(found)
 
 
-def stream_types(store: EventStore, job_id: str) -> list[str]:
+def stream_types(store: SqlStore, job_id: str) -> list[str]:
     return [e.type for e in store.read_stream(f"job-{job_id}")]
 
 
-def load_view(store: EventStore, job_id: str) -> JobView:
-    with store.reading() as conn:
+def load_view(store: SqlStore, job_id: str) -> JobView:
+    with store.connection() as conn:
         row = conn.execute(select(jobs.c.view).where(jobs.c.job_id == job_id)).one()
     return JobView.model_validate(row.view)
 
 
-def claims_waiting_on_the_brake_lock(store: EventStore) -> set[int]:
+def claims_waiting_on_the_brake_lock(store: SqlStore) -> set[int]:
     """Postgres backends (of this ledger) queued on an advisory lock: with the brake lock held
     exclusively by the test, these are workers inside `claim`, before anything is recorded."""
     query = text(
         "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
         "AND wait_event_type = 'Lock' AND wait_event = 'advisory'"
     )
-    with store.reading() as conn:
+    with store.connection() as conn:
         return {int(row.pid) for row in conn.execute(query)}
 
 
 def reconcile_until(
-    store: EventStore,
+    store: SqlStore,
     dispatcher: Dispatcher | None,
     policy: ReconcilePolicy,
     condition: Callable[[], bool],
@@ -107,7 +107,7 @@ def reconcile_until(
     """Run reconcile passes (in this process) until `condition` holds."""
 
     def one_pass_then_check() -> bool:
-        reconcile_once(store, dispatcher, policy)
+        reconcile_once(Ledger(store), dispatcher, policy)
         return condition()
 
     wait_until(one_pass_then_check, timeout_s, what)
@@ -170,7 +170,7 @@ class Rig:
     frozen: set[int] = field(default_factory=set)  # process groups stopped with SIGSTOP
 
     @property
-    def store(self) -> EventStore:
+    def store(self) -> SqlStore:
         return self.dep.store
 
     def effects(self, job_id: str | None = None) -> list[Effect]:
@@ -220,7 +220,7 @@ class Rig:
     def settle_and_check(self, scenario: str, timeout_s: float = SETTLE_TIMEOUT_S) -> Counters:
         """Drain to a fixed point with the reconciler, then count the ledger's promises."""
         settle(self.store, self.dep.dispatcher, fast_policy(), timeout_s)
-        with self.store.reading() as conn:
+        with self.store.connection() as conn:
             views = [JobView.model_validate(row.view) for row in conn.execute(select(jobs.c.view))]
         spending = [v.job_id for v in views if v.spends]
         counters = check(self.store, scenario, spending, self.dep.side_effect_jobs())
@@ -240,7 +240,6 @@ class Rig:
 def rig(deployment: Deployment) -> Iterator[Rig]:  # noqa: F811  (the re-exported fixture)
     """A deployment whose workers lease for LEASE_S and load this package's tools."""
     deployment.env["OUTCOMES_LEASE_S"] = str(LEASE_S)
-    deployment.env["OUTCOMES_TOOLS"] = f"{deployment.env['OUTCOMES_TOOLS']},{RELIABILITY_TOOLS}"
     rig = Rig(deployment)
     try:
         yield rig

@@ -29,17 +29,17 @@ from sqlalchemy import select
 from sqlalchemy.engine import make_url
 
 from api.server import BackgroundServer
+from ledger.dispatch import Dispatcher
 from ledger.events import job_stream
 from ledger.persistence.schema import jobs
-from ledger.persistence.store import EventStore
-from ledger.persistence.submit import Dispatcher
+from ledger.persistence.store import SqlStore
 from ledger.reconcile_rules import ReconcilePolicy
+from ledger.services.ledger import Ledger
 from tests.databases import IN_CI, PG_ADMIN_DSN
-from tests.integration.conftest import TOOL_MODULES, Deployment
+from tests.integration.conftest import Deployment
 from tests.reliability.checker import Counters, check, fast_policy, settle
-from tests.reliability.matrix_tools import MARKS_ENV
+from tests.tools import MARKS_ENV
 
-MATRIX_TOOLS = "tests.reliability.matrix_tools"
 POLL_S = 0.05
 SERVICE_TIMEOUT_S = 90.0
 
@@ -50,7 +50,7 @@ SERVICE_TIMEOUT_S = 90.0
 def prepare(dep: Deployment, **extra: str) -> Path:
     """Let the deployment's workers load the matrix tools; returns the marks file."""
     marks = dep.home.parent / "marks.log"
-    dep.env |= {"OUTCOMES_TOOLS": f"{TOOL_MODULES},{MATRIX_TOOLS}", MARKS_ENV: str(marks)}
+    dep.env |= {MARKS_ENV: str(marks)}
     dep.env |= extra
     return marks
 
@@ -73,18 +73,18 @@ def read_marks(path: Path) -> list[Mark]:
     return found
 
 
-def spending_jobs(store: EventStore) -> list[str]:
-    with store.reading() as conn:
+def spending_jobs(store: SqlStore) -> list[str]:
+    with store.connection() as conn:
         query = select(jobs.c.job_id).where(jobs.c.spends.is_(True), jobs.c.accepted.is_(True))
         return [row.job_id for row in conn.execute(query)]
 
 
-def stream_types(store: EventStore, job_id: str) -> list[str]:
+def stream_types(store: SqlStore, job_id: str) -> list[str]:
     return [e.type for e in store.read_stream(job_stream(job_id))]
 
 
 def verdict(
-    store: EventStore,
+    store: SqlStore,
     scenario: str,
     *,
     dispatcher: Dispatcher | None = None,
@@ -345,9 +345,9 @@ def group_rss_kib(pgid: int) -> int:
 
 
 @contextmanager
-def api_server(store: EventStore, dispatcher: Dispatcher | None) -> Iterator[str]:
+def api_server(store: SqlStore, dispatcher: Dispatcher | None) -> Iterator[str]:
     """The real API (uvicorn) on a background thread of this process; yields its base URL."""
-    server = BackgroundServer(store, dispatcher)
+    server = BackgroundServer(Ledger(store), dispatcher)
     url = server.start()
     try:
         yield url

@@ -21,14 +21,15 @@ import httpx
 import pytest
 from sqlalchemy import func, select
 
-import tests.reliability.matrix_tools  # noqa: F401  (the API accepts jobs for these tools)
-from ledger.execution import Executor
-from ledger.persistence.open import open_store
+import tests.tools  # noqa: F401  (the API accepts jobs for these tools)
 from ledger.persistence.schema import jobs
-from ledger.persistence.store import EventStore
-from ledger.persistence.tokens import create_token
+from ledger.persistence.store import SqlStore
+from ledger.services.execute import Executor
+from ledger.services.ledger import Ledger
+from ledger.services.tokens import create as create_token
+from tests.factories import open_sql
 from tests.reliability.conftest_matrix import api_server, bearer, rss_kib, verdict
-from tests.reliability.matrix_tools import QUOTA_LIMIT
+from tests.tools import QUOTA_LIMIT
 
 PROBLEM = "application/problem+json"
 
@@ -39,21 +40,21 @@ class NullDispatcher:
 
 
 @contextmanager
-def two_apis(database_url: str) -> Iterator[tuple[EventStore, list[str]]]:
+def two_apis(database_url: str) -> Iterator[tuple[SqlStore, list[str]]]:
     """Two API servers, each with its own engine and pool, over one ledger."""
     with ExitStack() as stack:
-        stores = [open_store(database_url) for _ in range(2)]
+        stores = [open_sql(database_url) for _ in range(2)]
         for store in stores:
             stack.callback(store.engine.dispose)
         urls = [stack.enter_context(api_server(s, NullDispatcher())) for s in stores]
         yield stores[0], urls
 
 
-def run_all(store: EventStore) -> None:
+def run_all(store: SqlStore) -> None:
     """Run every accepted job once, in this process, as a worker would."""
-    with store.reading() as conn:
+    with store.connection() as conn:
         queued = [r.job_id for r in conn.execute(select(jobs.c.job_id).where(~jobs.c.terminal))]
-    executor = Executor(store, "matrix-worker")
+    executor = Executor(Ledger(store), "matrix-worker")
     for job_id in queued:
         executor.execute(job_id)
 
@@ -87,7 +88,7 @@ def test_quota_race_and_one_idempotency_key(
     effects = tmp_path / "effects.log"
     monkeypatch.setenv("OUTCOMES_SIDE_EFFECTS_FILE", str(effects))
     with two_apis(pg_database) as (store, urls):
-        token = bearer(create_token(store, "acme", "agent", None, "t").token)
+        token = bearer(create_token(Ledger(store), "acme", "agent", None, "t").token)
         quota = fire(
             urls,
             100,
@@ -129,8 +130,8 @@ def test_quota_race_and_one_idempotency_key(
     assert counters.by_status == {"job.refused": 90, "work.succeeded": 12}
 
 
-def _accepted(store: EventStore, tool: str) -> int:
-    with store.reading() as conn:
+def _accepted(store: SqlStore, tool: str) -> int:
+    with store.connection() as conn:
         query = select(func.count()).where(jobs.c.tool == tool, jobs.c.accepted)
         return int(conn.execute(query).scalar_one())
 
@@ -172,11 +173,11 @@ def chunked(body: bytes, size: int = 64 * 1024) -> Iterator[bytes]:
 
 @pytest.mark.postgres
 def test_hostile_bodies_are_refused_and_memory_stays_flat(pg_database: str) -> None:
-    store = open_store(pg_database)
+    store = open_sql(pg_database)
     bodies = hostile_bodies()
     streamed = bodies["1 MiB, declared"][0]
     try:
-        token = bearer(create_token(store, "acme", "agent", None, "t").token)
+        token = bearer(create_token(Ledger(store), "acme", "agent", None, "t").token)
         headers = {**token, "content-type": "application/json"}
         with api_server(store, NullDispatcher()) as url, httpx.Client(base_url=url) as http:
 
@@ -206,7 +207,7 @@ def test_hostile_bodies_are_refused_and_memory_stays_flat(pg_database: str) -> N
             healthy = http.get("/healthz")
         verdict(store, "13 hostile bodies")
     finally:
-        store.engine.dispose()
+        store.close()
 
     expected = {(n, status) for n, (_, status) in bodies.items()} | {("1 MiB, chunked", 413)}
     assert set(answers) == expected, answers

@@ -20,16 +20,18 @@ from pathlib import Path
 
 import pytest
 
-import tests.reliability.matrix_tools  # noqa: F401  (the test process submits to these tools)
+import tests.tools  # noqa: F401  (the test process submits to these tools)
 from ledger.brake_view import BrakeView
 from ledger.codes import Code, Status
 from ledger.decisions import JobRequest
-from ledger.execution import Executor
 from ledger.job_view import JobView, envelope
-from ledger.persistence.brakes import list_active, pull, release
-from ledger.persistence.open import open_store
-from ledger.persistence.store import EventStore
-from ledger.persistence.submit import submit
+from ledger.persistence.store import SqlStore
+from ledger.services.brakes import active as list_active
+from ledger.services.brakes import pull, release
+from ledger.services.execute import Executor
+from ledger.services.ledger import Ledger
+from ledger.services.submit import submit
+from tests.factories import open_sql
 from tests.integration.conftest import (
     AGENT,
     OUTCOMES,
@@ -52,12 +54,12 @@ from tests.reliability.conftest_matrix import (
     verdict,
     wait_for,
 )
-from tests.reliability.matrix_tools import MARKS_ENV
+from tests.tools import MARKS_ENV
 
 RABBIT = deployments("rabbitmq/postgres")
 
 
-def started_after_pull(store: EventStore) -> dict[str, int]:
+def started_after_pull(store: SqlStore) -> dict[str, int]:
     """Jobs whose work.started has a position after the (only) brake.pulled."""
     (pulled,) = events_of_type(store, "brake.pulled")
     return {
@@ -82,7 +84,7 @@ def pull_with_the_cli(dep: Deployment, reason: str) -> BrakeView:
     argv = [str(OUTCOMES), "brake", "pull", "--scope", "global", "--reason", reason, "--json"]
     done = subprocess.run(argv, env=dep.env, capture_output=True, timeout=60, check=True)
     brake_id = json.loads(done.stdout)["brake_id"]
-    (brake,) = [b for b in list_active(dep.store) if b.brake_id == brake_id]
+    (brake,) = [b for b in list_active(Ledger(dep.store)) if b.brake_id == brake_id]
     return brake
 
 
@@ -98,13 +100,13 @@ def test_brake_pulled_with_jobs_queued(deployment: Deployment) -> None:
     running = [dep.submit("matrix.gated_charge", {"gate": str(gate)}).job_id for _ in range(2)]
     wait_for(lambda: len(read_marks(marks)) == 2, 30, "both workers to be busy")
     held = [dep.submit("matrix.charge", {"note": str(i)}).job_id for i in range(30)]
-    brake = pull(dep.store, "global", "runaway spend in the matrix", "ops")
+    brake = pull(Ledger(dep.store), "global", "runaway spend in the matrix", "ops")
     gate.touch()
 
     done = wait_terminal(dep.store, [*running, *held], timeout_s=60)
     counters = deployment_verdict(dep, "7a brake pulled with jobs queued")
 
-    assert started_after_pull(dep.store) == {}
+    assert started_after_pull(Ledger(dep.store)) == {}
     assert {done[j].status for j in running} == {Status.SUCCEEDED}  # started before the pull
     for job_id in held:
         assert_held(done[job_id], brake)
@@ -128,7 +130,7 @@ def test_brake_pulled_during_multi_step_work(deployment: Deployment) -> None:
         return [m.at for m in read_marks(marks) if m.job_id == job_id]
 
     wait_for(lambda: min(len(steps_of(stops)), len(steps_of(reports))) >= 3, 30, "3 steps each")
-    brake = pull(dep.store, "global", "stop the long work", "ops")
+    brake = pull(Ledger(dep.store), "global", "stop the long work", "ops")
     pulled_at = time.time()  # the pull has committed
 
     done = wait_terminal(dep.store, [stops, reports], timeout_s=60)
@@ -211,11 +213,11 @@ def test_brake_survives_restarting_every_worker(deployment: Deployment) -> None:
         dep.dispatcher.dispatch(job_id)
     dep.start_workers(count=2, concurrency=2)
     done = wait_terminal(dep.store, held, timeout_s=60)
-    assert started_after_pull(dep.store) == {}
+    assert started_after_pull(Ledger(dep.store)) == {}
     for job_id in held:
         assert_held(done[job_id], brake)
 
-    release(dep.store, brake.brake_id, "understood", "ops")
+    release(Ledger(dep.store), brake.brake_id, "understood", "ops")
     fresh = [dep.submit("matrix.charge", {"note": "after"}).job_id for _ in range(3)]
     after = wait_terminal(dep.store, fresh)
     counters = deployment_verdict(dep, "7d brake pulled then every worker restarted")
@@ -262,12 +264,14 @@ def test_an_unreadable_brake_at_a_checkpoint_is_not_a_tool_crash(
     marks = tmp_path / "marks.log"
     monkeypatch.setenv(MARKS_ENV, str(marks))
     with pg_role(pg_database) as (role, url):
-        store = open_store(url)
+        store = open_sql(url)
         try:
-            job = submit(store, AGENT, JobRequest("matrix.steps", {"steps": 40, "step_s": 0.1}))
+            job = submit(
+                Ledger(store), AGENT, JobRequest("matrix.steps", {"steps": 40, "step_s": 0.1})
+            )
             outcome: list[object] = []
             runner = threading.Thread(
-                target=lambda: outcome.append(Executor(store, "w").execute(job.view.job_id))
+                target=lambda: outcome.append(Executor(Ledger(store), "w").execute(job.view.job_id))
             )
             runner.start()
             wait_for(lambda: len(read_marks(marks)) >= 2, 30, "2 steps")
@@ -283,4 +287,4 @@ def test_an_unreadable_brake_at_a_checkpoint_is_not_a_tool_crash(
                 raise RuntimeError(str(exc)) from exc
             assert view.code is Code.BRAKE_ENGAGED, (view.code, view.error)
         finally:
-            store.engine.dispose()
+            store.close()

@@ -16,7 +16,7 @@ from collections import Counter
 
 import pytest
 
-import tests.reliability.matrix_tools  # noqa: F401  (the test process submits to these tools)
+import tests.tools  # noqa: F401  (the test process submits to these tools)
 from ledger.codes import Code, Status
 from tests.integration.conftest import (
     Deployment,

@@ -23,25 +23,25 @@ from contextlib import contextmanager
 import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
-from sqlalchemy import Connection, text
+from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
-import ledger.execution as execution
-import ledger.persistence.work as work
-import tests.reliability.matrix_tools  # noqa: F401  (the test process submits to these tools)
+import ledger.services.execute as execution
+import ledger.services.work as work
+import tests.tools  # noqa: F401  (the test process submits to these tools)
 from ledger.codes import Code, NextAction, Status
 from ledger.decisions import JobRequest
 from ledger.errors import ImmutableLedgerError, StorageUnavailableError
 from ledger.events import job_stream
-from ledger.execution import Executor
 from ledger.outcomes import Succeeded
-from ledger.persistence.audit import verify_ledger
-from ledger.persistence.jobs import get_job
-from ledger.persistence.open import open_store
-from ledger.persistence.store import EventStore, Transaction
-from ledger.persistence.submit import submit
+from ledger.persistence.base import Reads
+from ledger.persistence.store import SqlStore, SqlWrites
+from ledger.services.execute import Executor
+from ledger.services.ledger import Ledger
+from ledger.services.submit import submit
 from ledger.tools import ToolContext, tool, unregister
 from tests.databases import PG_ADMIN_DSN
+from tests.factories import get_job, open_sql, verify_store
 from tests.integration.conftest import (
     AGENT,
     Deployment,
@@ -66,7 +66,7 @@ from tests.reliability.conftest_matrix import (
     verdict,
     wait_for,
 )
-from tests.reliability.matrix_tools import Work
+from tests.tools import Work
 
 GATED = 6
 QUICK = 10
@@ -107,7 +107,7 @@ def test_postgres_restarted_while_outcomes_are_written(deployment: Deployment) -
         )
         postgres_start()
     down_until = max(m.at for m in read_marks(marks) if m.what == "left")
-    dep.store.engine.dispose()  # this process's pooled connections died with the server
+    dep.store.close()  # this process's pooled connections died with the server
     after = [  # and the deployment works as before
         dep.submit("matrix.charge" if i % 2 else "matrix.read", {}).job_id for i in range(QUICK)
     ]
@@ -146,23 +146,23 @@ def dsn(url: str) -> str:
 
 
 @contextmanager
-def ledger_as(url: str) -> Iterator[EventStore]:
-    store = open_store(url)
+def ledger_as(url: str) -> Iterator[SqlStore]:
+    store = open_sql(url)
     try:
         yield store
     finally:
-        store.engine.dispose()
+        store.close()
 
 
-def run_a_job_as(store: EventStore) -> str:
+def run_a_job_as(store: SqlStore) -> str:
     """The application's whole write path under this role: decide, claim, run, record."""
-    job = submit(store, AGENT, JobRequest("matrix.read", {"note": "as the app role"})).view
-    execution = Executor(store, "matrix-worker").execute(job.job_id)
+    job = submit(Ledger(store), AGENT, JobRequest("matrix.read", {"note": "as the app role"})).view
+    execution = Executor(Ledger(store), "matrix-worker").execute(job.job_id)
     assert execution.event_type == "work.succeeded", execution
     return job.job_id
 
 
-def assert_rewrites_refused(url: str, store: EventStore) -> None:
+def assert_rewrites_refused(url: str, store: SqlStore) -> None:
     for verb, statement in REWRITES.items():
         with psycopg.connect(dsn(url)) as conn:
             with pytest.raises(psycopg.errors.InsufficientPrivilege, match="append-only"):
@@ -205,7 +205,7 @@ def test_even_the_events_owner_is_refused_and_a_bypass_is_caught(pg_database: st
             conn.execute(b"ALTER TABLE events DISABLE TRIGGER events_no_update_delete")
             conn.execute(b"UPDATE events SET actor = 'mallory' WHERE stream_version = 1")
             conn.execute(b"ALTER TABLE events ENABLE TRIGGER events_no_update_delete")
-        report = verify_ledger(store)
+        report = verify_store(store)
         assert not report.ok and report.first_problem is not None
 
 
@@ -225,7 +225,7 @@ def test_postgres_restart_during_a_batch(deployment: Deployment) -> None:
     wait_for(lambda: len(read_marks(marks)) >= 4, 60, "the batch to be running")
     with services_restored():
         postgres_restart()
-    dep.store.engine.dispose()  # this process's pooled connections died with the server
+    dep.store.close()  # this process's pooled connections died with the server
     done = wait_terminal(dep.store, ids, timeout_s=120)
     counters = deployment_verdict(dep, "6' postgres restarted during a batch")
 
@@ -243,27 +243,34 @@ def test_postgres_restart_during_a_batch(deployment: Deployment) -> None:
 # --- 6''. an outage longer than the outcome write's retry budget ------------------------------
 
 
-class SwitchableLedger(EventStore):
+class SwitchableLedger(SqlStore):
     """The same ledger, behind a switch that makes every transaction and read fail as a
     database that went away would (StorageUnavailableError)."""
 
-    def __init__(self, inner: EventStore) -> None:
+    def __init__(self, inner: SqlStore) -> None:
         super().__init__(inner.engine, inner.projections)
         self.down = threading.Event()
 
     @contextmanager
-    def transaction(self) -> Iterator[Transaction]:
+    def transaction(self) -> Iterator[SqlWrites]:
         if self.down.is_set():
             raise StorageUnavailableError("connection refused (simulated outage)")
         with super().transaction() as tx:
             yield tx
 
     @contextmanager
-    def reading(self) -> Iterator[Connection]:
+    def reading(self) -> Iterator[Reads]:
         if self.down.is_set():
             raise StorageUnavailableError("connection refused (simulated outage)")
-        with super().reading() as conn:
-            yield conn
+        with super().reading() as reads:
+            yield reads
+
+    @contextmanager
+    def quick_read(self) -> Iterator[Reads]:
+        if self.down.is_set():
+            raise StorageUnavailableError("connection refused (simulated outage)")
+        with super().quick_read() as reads:
+            yield reads
 
 
 @pytest.mark.postgres
@@ -273,7 +280,7 @@ def test_an_outage_longer_than_the_write_budget_is_surfaced_never_rerun(
     """The tool ran, then the ledger stayed down past the outcome write's budget: the worker
     gives up on the write without treating it as a failed claim (no second run), and once the
     lease lapses the reconciler tells the agent to verify at the source."""
-    real = open_store(pg_database)
+    real = open_sql(pg_database)
     ledger = SwitchableLedger(real)
 
     def spend_then_outage(args: Work, ctx: ToolContext) -> Succeeded:
@@ -284,8 +291,10 @@ def test_an_outage_longer_than_the_write_budget_is_surfaced_never_rerun(
     # The real budget (minutes), shortened: what matters is that the outage outlasts it.
     monkeypatch.setattr(execution, "OUTCOME_WRITE_BUDGET_S", 0.3)
     try:
-        job_id = submit(ledger, AGENT, JobRequest("matrix.spend_then_outage", {})).view.job_id
-        executor = Executor(ledger, "matrix-worker", lease_s=1.0)
+        job_id = submit(
+            Ledger(ledger), AGENT, JobRequest("matrix.spend_then_outage", {})
+        ).view.job_id
+        executor = Executor(Ledger(ledger), "matrix-worker", lease_s=1.0)
         with pytest.raises(execution.OutcomeUnrecordedError):
             executor.execute(job_id)  # workers/tasks.py logs it and does not retry the claim
         ledger.down.clear()
@@ -304,4 +313,4 @@ def test_an_outage_longer_than_the_write_budget_is_surfaced_never_rerun(
         verdict(real, "6'' outage longer than the write budget")
     finally:
         unregister("matrix.spend_then_outage")
-        real.engine.dispose()
+        real.close()

@@ -24,11 +24,12 @@ import httpx
 import pytest
 from kombu.connection import Connection
 
-import tests.reliability.matrix_tools  # noqa: F401  (the API accepts jobs for these tools)
-from ledger.execution import Executor
-from ledger.persistence.open import open_store
-from ledger.persistence.store import EventStore
-from ledger.persistence.tokens import create_token
+import tests.tools  # noqa: F401  (the API accepts jobs for these tools)
+from ledger.persistence.store import SqlStore
+from ledger.services.execute import Executor
+from ledger.services.ledger import Ledger
+from ledger.services.tokens import create as create_token
+from tests.factories import open_sql
 from tests.integration.conftest import (
     Deployment,
     deployment,  # noqa: F401  (the fixture)
@@ -100,7 +101,7 @@ def test_no_secret_through_any_interface(
     secret = canary()
     caplog.set_level(logging.DEBUG)
     tokens = {
-        r: create_token(dep.store, "*" if r != "agent" else "acme", r, None, "t").token
+        r: create_token(Ledger(dep.store), "*" if r != "agent" else "acme", r, None, "t").token
         for r in ("agent", "auditor", "operator")
     }
     seen: list[str] = []  # every response: status line, headers, body
@@ -176,11 +177,11 @@ def test_no_secret_through_any_interface(
 
 @pytest.mark.postgres
 def test_stored_arguments_do_not_come_back_through_event_pages(pg_database: str) -> None:
-    store: EventStore = open_store(pg_database)
+    store: SqlStore = open_sql(pg_database)
     secret = canary()
     try:
-        agent = create_token(store, "acme", "agent", None, "t").token
-        auditor = create_token(store, "*", "auditor", None, "t").token
+        agent = create_token(Ledger(store), "acme", "agent", None, "t").token
+        auditor = create_token(Ledger(store), "*", "auditor", None, "t").token
         with (
             api_server(store, NullDispatcher()) as url,
             httpx.Client(base_url=url, timeout=30) as http,
@@ -191,7 +192,7 @@ def test_stored_arguments_do_not_come_back_through_event_pages(pg_database: str)
                 json={"tool": "matrix.read", "args": {"note": secret}},
             )
             job_id = posted.json()["job_id"]
-            Executor(store, "matrix-worker").execute(job_id)  # the job runs (in-process)
+            Executor(Ledger(store), "matrix-worker").execute(job_id)  # the job runs (in-process)
             pages = {
                 "agent events": http.get(f"/v1/jobs/{job_id}/events", headers=bearer(agent)),
                 "auditor events": http.get(f"/v1/jobs/{job_id}/events", headers=bearer(auditor)),
@@ -206,4 +207,4 @@ def test_stored_arguments_do_not_come_back_through_event_pages(pg_database: str)
             raise RuntimeError(str(exc)) from exc
         assert {name for name, page in pages.items() if secret in page.text} == set()
     finally:
-        store.engine.dispose()
+        store.close()

@@ -23,11 +23,12 @@ from typing import Any
 import httpx
 import pytest
 
-import tests.reliability.matrix_tools  # noqa: F401  (the API accepts jobs for these tools)
-from ledger.persistence.open import open_store
-from ledger.persistence.reconcile import reconcile_once
-from ledger.persistence.tokens import create_token
+import tests.tools  # noqa: F401  (the API accepts jobs for these tools)
 from ledger.reconcile_rules import ReconcilePolicy
+from ledger.services.ledger import Ledger
+from ledger.services.reconcile import reconcile_once
+from ledger.services.tokens import create as create_token
+from tests.factories import open_sql
 from tests.integration.conftest import (
     Deployment,
     deployment,  # noqa: F401  (the fixture)
@@ -95,7 +96,7 @@ class Reconciler(threading.Thread):
     def run(self) -> None:
         policy = ReconcilePolicy(dispatch_timeout_s=15.0)
         while not self.stopping.wait(1.0):  # the reconciler's interval
-            reconcile_once(self.dep.store, self.dep.dispatcher, policy)
+            reconcile_once(Ledger(self.dep.store), self.dep.dispatcher, policy)
             self.passes += 1
 
 
@@ -109,8 +110,8 @@ def test_soak_at_a_fixed_rate(deployment: Deployment, request: pytest.FixtureReq
     prepare(dep)
     workers = dep.start_workers(count=2, concurrency=2)
     pids = [w.process.pid for w in workers]
-    api_store = open_store(dep.database_url)  # the API's own engine and pool
-    token = bearer(create_token(dep.store, "acme", "agent", None, "soak").token)
+    api_store = open_sql(dep.database_url)  # the API's own engine and pool
+    token = bearer(create_token(Ledger(dep.store), "acme", "agent", None, "soak").token)
     reconciler = Reconciler(dep)
     samples = Samples()
     ids: list[str] = []
@@ -140,7 +141,7 @@ def test_soak_at_a_fixed_rate(deployment: Deployment, request: pytest.FixtureReq
     finally:
         reconciler.stopping.set()
         reconciler.join(timeout=30)
-        api_store.engine.dispose()
+        api_store.close()
     counters = deployment_verdict(dep, f"14 soak {SOAK_S:.0f}s at {RATE:g}/s")
 
     grown = {"api": growth_kib(samples.api)}

@@ -18,7 +18,8 @@ import pytest
 
 from ledger.codes import Code, Status
 from ledger.events import TERMINAL_EVENT_TYPES, JobRedispatched
-from ledger.persistence.work import ClaimResult, claim
+from ledger.services.ledger import Ledger
+from ledger.services.work import ClaimResult, claim
 from tests.databases import PG_ADMIN_DSN
 from tests.integration.conftest import (
     Deployment,
@@ -138,7 +139,7 @@ def test_two_reconciler_processes_record_each_finding_once(rig: Rig) -> None:
     def vanished(tool: str) -> str:
         """Accepted and claimed at once (well within the dispatch deadline), then silent."""
         job_id = dep.submit(tool, {}, dispatch=False).job_id
-        assert claim(store, job_id, "vanished-worker", 0.2).result is ClaimResult.CLAIMED
+        assert claim(Ledger(store), job_id, "vanished-worker", 0.2).result is ClaimResult.CLAIMED
         return job_id
 
     queued = [dep.submit("rtest.slow_charge", {}, dispatch=False).job_id for _ in range(60)]
@@ -195,7 +196,7 @@ def test_the_reconciler_process_survives_a_database_blip(rig: Rig) -> None:
     reconciler = rig.start_reconciler(0.2, dispatch_timeout_s=DISPATCH_TIMEOUT_S)
     reconciler.wait_looping()
     cut_every_connection(dep.database_url)
-    store.engine.dispose()  # this process's pooled connections were cut too
+    store.close()  # this process's pooled connections were cut too
     job = dep.submit("rtest.slow_charge", {}, dispatch=False)
 
     def redispatched_or_exited() -> bool:

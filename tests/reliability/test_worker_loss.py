@@ -19,7 +19,7 @@ import pytest
 
 from ledger.codes import Code, NextAction, OutcomeMissingCause, Status
 from ledger.job_view import envelope
-from ledger.persistence.locks import BRAKE_LOCK_KEY, lock_exclusive
+from ledger.persistence.base import BRAKES_LOCK
 from tests.integration.conftest import deployments, wait_terminal, wait_until
 from tests.reliability.checker import fast_policy, settle
 from tests.reliability.conftest import (
@@ -32,7 +32,7 @@ from tests.reliability.conftest import (
     reconcile_until,
     stream_types,
 )
-from tests.reliability.tools import POISON_MAX_ATTEMPTS
+from tests.tools import POISON_MAX_ATTEMPTS
 
 RABBITMQ = deployments("rabbitmq/postgres")
 INTERVAL_S = 1.0  # the `outcomes reconcile --interval` of scenario 1
@@ -110,7 +110,7 @@ def test_kill_9_after_receive_before_claim(rig: Rig, victim: str) -> None:
     dep, store = rig.dep, rig.store
     (worker,) = dep.start_workers(count=1, concurrency=1)
     with store.transaction() as tx:
-        lock_exclusive(tx.conn, BRAKE_LOCK_KEY)
+        tx.lock(BRAKES_LOCK)  # exclusive, as `brake pull` takes it
         job = dep.submit("rtest.slow_charge", {"seconds": 0})
         wait_until(
             lambda: bool(claims_waiting_on_the_brake_lock(store)),

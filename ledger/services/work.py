@@ -1,5 +1,5 @@
-"""The worker's writes: claim a job (after re-checking the brake), renew its lease, and
-record its one outcome (or keep it as late when the job was closed meanwhile)."""
+"""A worker's writes: claim a job (after re-checking the brake), renew its lease, and record
+its one outcome (or keep it as late when the job was closed meanwhile)."""
 
 from __future__ import annotations
 
@@ -7,13 +7,12 @@ import contextlib
 import time
 import uuid
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from enum import StrEnum
-
-from sqlalchemy import Connection, delete, insert, update
 
 from ledger.brake_view import BrakeView
 from ledger.brakes import brake_error, holding
+from ledger.clock import now
 from ledger.codes import Status
 from ledger.errors import (
     AlreadyTerminalError,
@@ -31,11 +30,8 @@ from ledger.events import (
     job_stream,
 )
 from ledger.job_view import JobView
-from ledger.persistence.brakes import active_brakes
-from ledger.persistence.jobs import load_job
-from ledger.persistence.locks import BRAKE_LOCK_KEY, lock_shared
-from ledger.persistence.schema import leases
-from ledger.persistence.store import EventStore
+from ledger.persistence.base import BRAKES_LOCK
+from ledger.services.ledger import Ledger
 
 
 class ClaimResult(StrEnum):
@@ -48,64 +44,58 @@ class ClaimResult(StrEnum):
 class Claim:
     result: ClaimResult
     reason: str
-    view: JobView | None = None
-    version: int = 0  # the stream version after work.started
+    view: JobView | None = None  # as of the claim's own event, when it recorded one
+
+    @property
+    def version(self) -> int:
+        """The stream version the outcome must follow."""
+        return self.view.stream_version if self.view else 0
 
 
-def claim(store: EventStore, job_id: str, worker: str, lease_s: float) -> Claim:
+def claim(ledger: Ledger, job_id: str, worker: str, lease_s: float) -> Claim:
     """Check the brake and claim the job in one transaction, ordered against `brake pull`.
 
     Any database error propagates: if the brake cannot be read, the work does not start.
     """
     stream = job_stream(job_id)
     try:
-        with store.transaction() as tx:
-            lock_shared(tx.conn, BRAKE_LOCK_KEY)
-            view = load_job(tx.conn, job_id)
+        with ledger.store.transaction() as tx:
+            tx.lock(BRAKES_LOCK, shared=True)
+            view = tx.job(job_id)
             if view is None:
                 return Claim(ClaimResult.SKIPPED, "unknown job")
             if view.terminal or view.status is Status.RUNNING:
                 # Running means another delivery owns it; only the reconciler may decide it
                 # was lost, so a redelivered message never runs the tool a second time.
                 return Claim(ClaimResult.SKIPPED, f"job is {view.status.value}", view)
-            version = view.stream_version  # kept in step with the stream, same transaction
             attempt = view.attempts + 1
-            held = holding(active_brakes(tx.conn), view.tool, view.account)
+            held = holding(tx.active_brakes(), view.tool, view.account)
             if held:
                 halted = WorkHalted(attempt=attempt, error=brake_error(held[0]))
-                tx.append(stream, [NewEvent(payload=halted, actor=worker)], version)
-                return Claim(ClaimResult.HALTED, held[0].brake_id, view, version + 1)
-            expires = datetime.now(UTC) + timedelta(seconds=lease_s)
-            started = WorkStarted(attempt=attempt, worker=worker, lease_expires_at=expires)
-            tx.append(stream, [NewEvent(payload=started, actor=worker)], version)
-            if attempt > 1:  # an earlier attempt's lease may linger (a lost worker)
-                tx.conn.execute(delete(leases).where(leases.c.job_id == job_id))
-            tx.conn.execute(
-                insert(leases).values(
-                    job_id=job_id, attempt=attempt, worker=worker, expires_at=expires
+                appended = tx.append(
+                    stream, [NewEvent(payload=halted, actor=worker)], view.stream_version
                 )
+                return Claim(ClaimResult.HALTED, held[0].brake_id, appended.job)
+            expires = now() + timedelta(seconds=lease_s)
+            started = WorkStarted(attempt=attempt, worker=worker, lease_expires_at=expires)
+            appended = tx.append(
+                stream, [NewEvent(payload=started, actor=worker)], view.stream_version
             )
-            claimed = view.model_copy(update={"attempts": attempt, "status": Status.RUNNING})
-            return Claim(ClaimResult.CLAIMED, "claimed", claimed, version + 1)
+            tx.start_lease(job_id, attempt, worker, expires)
+            return Claim(ClaimResult.CLAIMED, "claimed", appended.job)
     except ConcurrencyError:
         return Claim(ClaimResult.SKIPPED, "claimed by another delivery")
 
 
-def renew_lease(store: EventStore, job_id: str, attempt: int, lease_s: float) -> bool:
+def renew_lease(ledger: Ledger, job_id: str, attempt: int, lease_s: float) -> bool:
     """Push the lease forward; False when the lease is no longer this attempt's."""
-    expires = datetime.now(UTC) + timedelta(seconds=lease_s)
-    with store.transaction() as tx:
-        result = tx.conn.execute(
-            update(leases)
-            .where(leases.c.job_id == job_id, leases.c.attempt == attempt)
-            .values(expires_at=expires)
-        )
-        return bool(result.rowcount)
+    with ledger.store.transaction() as tx:
+        return tx.renew_lease(job_id, attempt, now() + timedelta(seconds=lease_s))
 
 
-def brakes_holding(store: EventStore, tool: str, account: str) -> list[BrakeView]:
-    with store.reading() as conn:
-        return holding(active_brakes(conn), tool, account)
+def brakes_holding(ledger: Ledger, tool: str, account: str) -> list[BrakeView]:
+    with ledger.store.reading() as reads:
+        return holding(reads.active_brakes(), tool, account)
 
 
 @dataclass(frozen=True)
@@ -114,7 +104,7 @@ class Recorded:
 
 
 def record_outcome(
-    store: EventStore,
+    ledger: Ledger,
     job_id: str,
     after_version: int,
     event: NewEvent,
@@ -131,7 +121,7 @@ def record_outcome(
     delay = 0.05
     while True:
         try:
-            return _record_once(store, job_id, after_version, event)
+            return _record_once(ledger, job_id, after_version, event)
         except StorageUnavailableError:
             if time.monotonic() + delay > deadline:
                 raise
@@ -139,18 +129,18 @@ def record_outcome(
             delay = min(delay * 2, 2.0)
 
 
-def _record_once(store: EventStore, job_id: str, after_version: int, event: NewEvent) -> Recorded:
+def _record_once(ledger: Ledger, job_id: str, after_version: int, event: NewEvent) -> Recorded:
     stream = job_stream(job_id)
     attempt = getattr(event.payload, "attempt", 0)
     while True:
         try:
-            with store.transaction() as tx:
+            with ledger.store.transaction() as tx:
                 tx.append(stream, [event], after_version)
-                drop_lease(tx.conn, job_id, attempt)
+                tx.drop_lease(job_id, attempt)
             return Recorded(late=False)
         except (ConcurrencyError, AlreadyTerminalError):
             pass
-        history = store.read_stream(stream)
+        history = ledger.store.read_stream(stream)
         if any(e.event_id == event.event_id for e in history):
             return Recorded(late=False)  # an earlier try committed before the connection broke
         newer = [e for e in history if e.stream_version > after_version]
@@ -158,16 +148,11 @@ def _record_once(store: EventStore, job_id: str, after_version: int, event: NewE
             break
         # Only an earlier, lost attempt's late outcome moved the stream: ours is on time.
         after_version = newer[-1].stream_version
-    _append_late(store, stream, event)
+    _append_late(ledger, stream, event)
     return Recorded(late=True)
 
 
-def drop_lease(conn: Connection, job_id: str, attempt: int) -> None:
-    """The attempt is over: its lease goes (a later attempt's lease stays)."""
-    conn.execute(delete(leases).where(leases.c.job_id == job_id, leases.c.attempt == attempt))
-
-
-def _append_late(store: EventStore, stream: str, event: NewEvent) -> None:
+def _append_late(ledger: Ledger, stream: str, event: NewEvent) -> None:
     outcome: Payload = event.payload
     data = outcome.model_dump(mode="json", exclude={"type", "attempt"})
     late = WorkLateOutcome(
@@ -178,9 +163,9 @@ def _append_late(store: EventStore, stream: str, event: NewEvent) -> None:
     )
     # Derived id: a retried late write is recognised instead of being kept twice.
     late_id = uuid.uuid5(_LATE, str(event.event_id))
-    with contextlib.suppress(DuplicateEventError), store.transaction() as tx:
+    with contextlib.suppress(DuplicateEventError), ledger.store.transaction() as tx:
         tx.append(stream, [NewEvent(payload=late, actor=event.actor, event_id=late_id)])
-        drop_lease(tx.conn, job_id_of(stream), late.attempt)
+        tx.drop_lease(job_id_of(stream), late.attempt)
 
 
 _LATE = uuid.UUID("6c617465-6f75-7463-6f6d-650000000000")

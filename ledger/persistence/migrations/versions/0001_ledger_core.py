@@ -11,8 +11,6 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
-from ledger.persistence.schema import immutability_ddl, immutability_drop_ddl
-
 revision = "0001"
 down_revision = None
 branch_labels = None
@@ -25,6 +23,51 @@ TERMINAL = (
     "type IN ('job.outcome_missing', 'job.refused', 'work.declined', 'work.failed', "
     "'work.halted', 'work.partial', 'work.succeeded')"
 )
+
+
+# Postgres: the events table refuses UPDATE, DELETE and TRUNCATE (0003 names the refusal).
+POSTGRES_IMMUTABILITY = [
+    """
+    CREATE OR REPLACE FUNCTION outcomes_events_immutable() RETURNS trigger
+    LANGUAGE plpgsql AS $$
+    BEGIN
+        RAISE EXCEPTION 'ledger events are append-only: % refused', TG_OP
+            USING ERRCODE = 'insufficient_privilege';
+    END $$
+    """,
+    """
+    CREATE TRIGGER events_no_update_delete BEFORE UPDATE OR DELETE ON events
+    FOR EACH ROW EXECUTE FUNCTION outcomes_events_immutable()
+    """,
+    """
+    CREATE TRIGGER events_no_truncate BEFORE TRUNCATE ON events
+    FOR EACH STATEMENT EXECUTE FUNCTION outcomes_events_immutable()
+    """,
+]
+POSTGRES_IMMUTABILITY_DOWN = [
+    "DROP TRIGGER IF EXISTS events_no_truncate ON events",
+    "DROP TRIGGER IF EXISTS events_no_update_delete ON events",
+    "DROP FUNCTION IF EXISTS outcomes_events_immutable()",
+]
+# SQLite has no TRUNCATE; a DELETE without WHERE fires the row trigger too.
+SQLITE_IMMUTABILITY = [
+    """
+    CREATE TRIGGER events_no_update BEFORE UPDATE ON events
+    BEGIN SELECT RAISE(ABORT, 'ledger events are append-only: UPDATE refused'); END
+    """,
+    """
+    CREATE TRIGGER events_no_delete BEFORE DELETE ON events
+    BEGIN SELECT RAISE(ABORT, 'ledger events are append-only: DELETE refused'); END
+    """,
+]
+SQLITE_IMMUTABILITY_DOWN = [
+    "DROP TRIGGER IF EXISTS events_no_delete",
+    "DROP TRIGGER IF EXISTS events_no_update",
+]
+
+
+def _postgres() -> bool:
+    return bool(op.get_bind().dialect.name == "postgresql")
 
 
 def upgrade() -> None:
@@ -116,12 +159,12 @@ def upgrade() -> None:
     )
     op.create_index("uq_tokens_token_hash", "tokens", ["token_hash"], unique=True)
 
-    for statement in immutability_ddl(op.get_bind().dialect.name):
+    for statement in POSTGRES_IMMUTABILITY if _postgres() else SQLITE_IMMUTABILITY:
         op.execute(statement)
 
 
 def downgrade() -> None:
-    for statement in immutability_drop_ddl(op.get_bind().dialect.name):
+    for statement in POSTGRES_IMMUTABILITY_DOWN if _postgres() else SQLITE_IMMUTABILITY_DOWN:
         op.execute(statement)
     op.drop_table("tokens")
     op.drop_table("brakes")

@@ -1,5 +1,6 @@
-"""Executing one job: claim it, run its tool under a deadline while renewing the lease, and
-record exactly one outcome. Knows nothing of Celery: the worker adapter calls `execute`."""
+"""Executing one job: claim it, run its tool under a deadline while renewing the lease, record
+exactly one outcome, and dispatch the next attempt when a retry was scheduled. Knows nothing
+of Celery: the worker adapter calls `Executor.execute` with a job id."""
 
 from __future__ import annotations
 
@@ -11,45 +12,33 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from pydantic import BaseModel, ValidationError
+
 from ledger.brakes import brake_error
-from ledger.classify import Attempt, DeadlineExceeded, failure_event, outcome_event
+from ledger.classify import Attempt, failure_event, outcome_event
 from ledger.codes import Code
+from ledger.decisions import describe_fields
+from ledger.dispatch import Dispatcher
 from ledger.error_info import ErrorInfo
-from ledger.errors import LedgerError, StorageUnavailableError
+from ledger.errors import (
+    BrakeEngaged,
+    DeadlineExceeded,
+    DispatchError,
+    LedgerError,
+    OutcomeUnrecordedError,
+    StorageUnavailableError,
+)
 from ledger.events import NewEvent, Payload, WorkFailed, WorkHalted, WorkRetryScheduled
 from ledger.job_view import JobView
-from ledger.persistence.store import EventStore
-from ledger.persistence.work import (
-    ClaimResult,
-    brakes_holding,
-    claim,
-    record_outcome,
-    renew_lease,
-)
+from ledger.services.ledger import Ledger
+from ledger.services.work import ClaimResult, brakes_holding, claim, record_outcome, renew_lease
 from ledger.tools import ToolContext, ToolSpec, get_tool
 
 log = logging.getLogger(__name__)
 
-
 # How long a worker keeps retrying the outcome write (same event id) through a database
 # outage before it gives up and leaves the job to the reconciler.
 OUTCOME_WRITE_BUDGET_S = 600.0
-
-
-class OutcomeUnrecordedError(LedgerError):
-    """The tool ran but its outcome could not be written within the budget."""
-
-    def __init__(self, job_id: str, event_type: str) -> None:
-        super().__init__(f"job {job_id}: {event_type} could not be recorded; the ledger is down")
-        self.job_id = job_id
-
-
-class BrakeEngaged(Exception):
-    """A brake was pulled while the tool ran; stop between steps (or return a Partial)."""
-
-    def __init__(self, error: ErrorInfo) -> None:
-        super().__init__(error.message)
-        self.error = error
 
 
 @dataclass(frozen=True)
@@ -58,17 +47,24 @@ class Execution:
     claim: ClaimResult
     event_type: str | None = None  # what was recorded for this attempt
     late: bool = False
-    retry_in_s: float | None = None  # a retry was scheduled: dispatch again after this
+    retry_in_s: float | None = None  # a retry was scheduled and dispatched this far ahead
 
 
 class Executor:
-    def __init__(self, store: EventStore, worker_id: str, lease_s: float = 30.0) -> None:
-        self.store = store
+    def __init__(
+        self,
+        ledger: Ledger,
+        worker_id: str,
+        dispatcher: Dispatcher | None = None,
+        lease_s: float = 30.0,
+    ) -> None:
+        self.ledger = ledger
         self.worker_id = worker_id
+        self.dispatcher = dispatcher  # None: retries wait for the reconciler to dispatch them
         self.lease_s = lease_s
 
     def execute(self, job_id: str) -> Execution:
-        claimed = claim(self.store, job_id, self.worker_id, self.lease_s)
+        claimed = claim(self.ledger, job_id, self.worker_id, self.lease_s)
         if claimed.result is not ClaimResult.CLAIMED:
             return Execution(job_id, claimed.result)
         assert claimed.view is not None
@@ -78,7 +74,7 @@ class Executor:
         event = NewEvent(payload=payload, actor=self.worker_id)
         try:
             recorded = record_outcome(
-                self.store, job_id, claimed.version, event, retry_for_s=OUTCOME_WRITE_BUDGET_S
+                self.ledger, job_id, claimed.version, event, retry_for_s=OUTCOME_WRITE_BUDGET_S
             )
         except StorageUnavailableError as exc:
             # The tool ran: never claim it again. The reconciler will see the lease lapse.
@@ -86,10 +82,17 @@ class Executor:
         retry = None
         if isinstance(payload, WorkRetryScheduled) and not recorded.late:
             retry = max(0.0, (payload.due_at - datetime.now(UTC)).total_seconds())
+            self._dispatch_retry(job_id, retry)
         return Execution(job_id, claimed.result, payload.type, recorded.late, retry)
 
     def _run(self, spec: ToolSpec, view: JobView) -> Payload:
         attempt = view.attempts
+        try:
+            # Checked again here, not only at submit: a worker of another release may read
+            # the arguments differently (a rolling deploy). Nothing runs then.
+            args = spec.args_model.model_validate(view.args)
+        except ValidationError as exc:
+            return WorkFailed(attempt=attempt, error=_args_rejected(spec, exc))
         ctx = ToolContext(
             job_id=view.job_id,
             attempt=attempt,
@@ -97,7 +100,6 @@ class Executor:
             heartbeat=lambda: self._heartbeat(view.job_id, attempt),
             checkpoint=lambda: self._checkpoint(view),
         )
-        args = spec.args_model.model_validate(view.args)
         try:
             value = self._call_with_deadline(spec, args, ctx, view)
         except BrakeEngaged as exc:
@@ -107,7 +109,7 @@ class Executor:
         return outcome_event(value, attempt)
 
     def _call_with_deadline(
-        self, spec: ToolSpec, args: Any, ctx: ToolContext, view: JobView
+        self, spec: ToolSpec, args: BaseModel, ctx: ToolContext, view: JobView
     ) -> Any:
         """Run the tool in a thread; meanwhile renew the lease every lease/3 seconds."""
         future: Future[Any] = Future()
@@ -121,8 +123,8 @@ class Executor:
         runner = threading.Thread(target=target, name=f"tool-{view.job_id}", daemon=True)
         runner.start()
         beat_every = self.lease_s / 3
-        now = time.monotonic()
-        deadline, next_beat = now + spec.timeout_s, now + beat_every
+        start = time.monotonic()
+        deadline, next_beat = start + spec.timeout_s, start + beat_every
         while True:
             wait = min(deadline, next_beat) - time.monotonic()
             if wait > 0:
@@ -130,27 +132,35 @@ class Executor:
                     return future.result(timeout=wait)
                 except TimeoutError:
                     pass
-            now = time.monotonic()
-            if now >= deadline:
+            moment = time.monotonic()
+            if moment >= deadline:
                 # The thread cannot be killed; whatever it returns later is not recorded.
                 raise DeadlineExceeded(spec.timeout_s)
-            if now >= next_beat:
+            if moment >= next_beat:
                 self._heartbeat(view.job_id, view.attempts)
-                next_beat = now + beat_every
+                next_beat = moment + beat_every
 
     def _heartbeat(self, job_id: str, attempt: int) -> None:
         try:
-            renew_lease(self.store, job_id, attempt, self.lease_s)
+            renew_lease(self.ledger, job_id, attempt, self.lease_s)
         except LedgerError as exc:  # the lease lapses; the reconciler will judge
             log.warning("lease renewal for job %s failed: %s", job_id, exc)
 
     def _checkpoint(self, view: JobView) -> None:
         try:
-            held = brakes_holding(self.store, view.tool, view.account)
+            held = brakes_holding(self.ledger, view.tool, view.account)
         except LedgerError:
             raise BrakeEngaged(_brake_unreadable()) from None  # fail closed, and say so
         if held:
             raise BrakeEngaged(brake_error(held[0]))
+
+    def _dispatch_retry(self, job_id: str, delay_s: float) -> None:
+        if self.dispatcher is None:
+            return
+        try:
+            self.dispatcher.dispatch(job_id, delay_s)
+        except DispatchError as exc:  # the retry is recorded; the reconciler dispatches it
+            log.warning("job %s: retry not dispatched (%s); the reconciler will", job_id, exc)
 
     def _attempt(self, spec: ToolSpec, view: JobView) -> Attempt:
         return Attempt(
@@ -161,6 +171,18 @@ class Executor:
             last_fingerprint=view.last_fingerprint,
             now=datetime.now(UTC),
         )
+
+
+def _args_rejected(spec: ToolSpec, exc: ValidationError) -> ErrorInfo:
+    problems = describe_fields(exc)
+    return ErrorInfo(
+        code=Code.INPUT_INVALID,
+        dependency=spec.name,
+        operation="validate the arguments in the worker",
+        fix="deploy one release of the tool on the API and every worker, then submit again",
+        message=f"The worker's {spec.name!r} does not accept the recorded arguments "
+        f"({problems}); nothing ran.",
+    )
 
 
 def _brake_unreadable() -> ErrorInfo:

@@ -1,0 +1,50 @@
+"""Who may call: accounts, roles and API tokens (DESIGN §6). Pure rules, no storage."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+
+from ledger.errors import TokenError
+
+ROLES = ("agent", "operator", "auditor")
+DETAIL_ROLES = ("operator", "auditor")  # may read raw failure detail; agents may not
+ALL_ACCOUNTS = "*"  # operators and auditors of a whole deployment; never an agent's account
+ACCOUNT_PATTERN = r"^[a-z0-9][a-z0-9_-]*$"
+_ACCOUNT = re.compile(ACCOUNT_PATTERN)
+TOKEN_PREFIX = "ol_"
+
+
+def token_stream(token_id: str) -> str:
+    return f"token-{token_id}"
+
+
+def validate_account(account: str, *, allow_all: bool = True) -> str:
+    if (allow_all and account == ALL_ACCOUNTS) or _ACCOUNT.match(account):
+        return account
+    raise TokenError(f"account {account!r} must match [a-z0-9][a-z0-9_-]* (or '*' for all)")
+
+
+def validate_role(role: str) -> str:
+    if role not in ROLES:
+        raise TokenError(f"role {role!r} must be one of {', '.join(ROLES)}")
+    return role
+
+
+def new_token() -> str:
+    """A fresh secret; only its hash is ever stored."""
+    return TOKEN_PREFIX + secrets.token_urlsafe(32)
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def account_scope(account: str) -> str | None:
+    """The account whose rows a token of `account` may see; None: every account."""
+    return None if account == ALL_ACCOUNTS else account
+
+
+def may_see(token_account: str, account: str) -> bool:
+    return token_account in (ALL_ACCOUNTS, account)

@@ -1,0 +1,270 @@
+"""The store's contract: every database operation the use cases need, in one place.
+
+A `Store` opens read-only views (`reading`) and write transactions (`transaction`); what they
+offer is declared here once and implemented by each backend: SQL (`ledger.persistence.store`,
+Postgres and SQLite) and memory (`ledger.persistence.memory`, for fast tests and as a
+reference). One contract test suite runs against all of them. Nothing here decides: the
+services in `ledger.services` do, and call only these methods.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Coroutine, Iterator, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from datetime import datetime
+from types import TracebackType
+from typing import Any, Protocol, Self, TypeVar
+
+from pydantic import BaseModel
+
+from ledger.brake_view import BrakeView
+from ledger.events import NewEvent, RecordedEvent
+from ledger.job_view import JobView
+from ledger.queries import EventFilter, Heads, JobFilter, JobSummary
+from ledger.reconcile_rules import OpenJob
+from ledger.token_view import TokenView
+
+NO_STREAM = 0  # expected_version for a stream that must not exist yet
+# The lock workers take shared while they check the brake and claim, and `brake pull` takes
+# exclusive, so that no work starts after a pull has committed (DESIGN §5).
+BRAKES_LOCK = "brakes"
+V = TypeVar("V")
+
+
+@dataclass(frozen=True)
+class Appended:
+    """What one append recorded, and the stream's read-model view it projected (folded once:
+    callers use this view instead of folding the events again)."""
+
+    events: list[RecordedEvent]
+    view: BaseModel | None
+
+    @property
+    def job(self) -> JobView:
+        return _as(self.view, JobView)
+
+    @property
+    def brake(self) -> BrakeView:
+        return _as(self.view, BrakeView)
+
+    @property
+    def token(self) -> TokenView:
+        return _as(self.view, TokenView)
+
+
+def _as(view: object, kind: type[V]) -> V:
+    if not isinstance(view, kind):
+        raise TypeError(f"the append projected {type(view).__name__}, not {kind.__name__}")
+    return view
+
+
+class Reads(ABC):
+    """Questions answered from one consistent view of the ledger."""
+
+    # --- jobs -----------------------------------------------------------------------------
+
+    @abstractmethod
+    def job(self, job_id: str) -> JobView | None: ...
+
+    @abstractmethod
+    def jobs(self, where: JobFilter) -> list[JobView]:
+        """Jobs that changed after `where.after`, in ledger_position order, at most `limit`."""
+
+    @abstractmethod
+    def job_by_idempotency_key(self, account: str, key: str) -> JobView | None: ...
+
+    @abstractmethod
+    def accepted_in_window(
+        self, account: str, tool: str, since: datetime
+    ) -> tuple[int, datetime | None]:
+        """How many jobs of this account and tool were accepted after `since`, and the oldest."""
+
+    @abstractmethod
+    def job_positions(self, job_ids: Sequence[str]) -> dict[str, int]:
+        """The current ledger_position of each known job (long-polls compare it to theirs)."""
+
+    @abstractmethod
+    def overdue_jobs(self, now: datetime, cutoff: datetime) -> list[OpenJob]:
+        """Open jobs the reconciler must judge: queued since before `cutoff`, due for a retry
+        before `cutoff`, or running with a lease that expired before `now`."""
+
+    @abstractmethod
+    def summarize_jobs(
+        self,
+        account: str | None,
+        tool: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> JobSummary: ...
+
+    # --- brakes ---------------------------------------------------------------------------
+
+    @abstractmethod
+    def active_brakes(self) -> list[BrakeView]:
+        """Brakes that hold now, oldest first."""
+
+    @abstractmethod
+    def brake(self, brake_id: str) -> BrakeView | None: ...
+
+    @abstractmethod
+    def waiting_jobs(self, scope: str, account: str | None = None) -> int:
+        """Open jobs not running (queued, retrying) in this brake scope (and account)."""
+
+    # --- tokens ---------------------------------------------------------------------------
+
+    @abstractmethod
+    def token(self, token_id: str) -> TokenView | None: ...
+
+    @abstractmethod
+    def token_by_hash(self, token_hash: str) -> TokenView | None:
+        """The token with this hash, revoked or not (the caller decides)."""
+
+    @abstractmethod
+    def token_and_job(
+        self, token_hash: str, job_id: str
+    ) -> tuple[TokenView | None, JobView | None]:
+        """`token_by_hash` and `job` together (on Postgres in one round trip)."""
+
+    @abstractmethod
+    def tokens(self) -> list[TokenView]:
+        """Every token, in creation order."""
+
+    # --- events ---------------------------------------------------------------------------
+
+    @abstractmethod
+    def read_stream(self, stream_id: str) -> list[RecordedEvent]: ...
+
+    @abstractmethod
+    def find_events(self, where: EventFilter) -> list[RecordedEvent]:
+        """Events matching the filter, in position order, at most `limit`."""
+
+    @abstractmethod
+    def heads(self) -> Heads: ...
+
+    @abstractmethod
+    def last_position(self) -> int: ...
+
+
+class Writes(Reads):
+    """A write transaction: everything it does commits together or not at all."""
+
+    @abstractmethod
+    def append(
+        self,
+        stream_id: str,
+        new_events: Sequence[NewEvent],
+        expected_version: int | None = None,
+    ) -> Appended:
+        """Append after `expected_version` (None: after whatever the head is) and update the
+        read model in the same transaction.
+
+        Raises ConcurrencyError when the stream moved, AlreadyTerminalError on a second
+        terminal job event, DuplicateEventError when an event id is already recorded,
+        IdempotencyKeyTakenError when another job of the account holds the key.
+        """
+
+    @abstractmethod
+    def lock(self, *key: str, shared: bool = False) -> None:
+        """Hold a named lock until this transaction ends (exclusive unless `shared`)."""
+
+    @abstractmethod
+    def start_lease(self, job_id: str, attempt: int, worker: str, expires_at: datetime) -> None:
+        """The job's lease for this attempt (an earlier attempt's lease is replaced)."""
+
+    @abstractmethod
+    def renew_lease(self, job_id: str, attempt: int, expires_at: datetime) -> bool:
+        """Push the lease forward; False when the lease is no longer this attempt's."""
+
+    @abstractmethod
+    def drop_lease(self, job_id: str, attempt: int) -> None:
+        """The attempt is over: its lease goes (a later attempt's lease stays)."""
+
+
+class Listener(Protocol):
+    """Wakes long-polls when jobs change (Postgres LISTEN); only ever a hint."""
+
+    connected: asyncio.Event
+
+    def run(self) -> Coroutine[Any, Any, None]: ...
+
+
+OnJobs = Callable[[list[str]], None]
+OnConnect = Callable[[], None]
+
+
+class Store(ABC):
+    """A ledger's storage. Use it as a context manager, or call `close()`."""
+
+    dialect: str  # "postgresql", "sqlite" or "memory"
+
+    @abstractmethod
+    def transaction(self) -> AbstractContextManager[Writes]: ...
+
+    @abstractmethod
+    def reading(self) -> AbstractContextManager[Reads]:
+        """A read-only view (on SQLite it does not queue behind writers)."""
+
+    def quick_read(self) -> AbstractContextManager[Reads]:
+        """For one question only: backends may skip the transaction around it."""
+        return self.reading()
+
+    @abstractmethod
+    def read_after(self, position: int, limit: int = 1000) -> list[RecordedEvent]:
+        """Events after `position`, in position order; never skips one that commits later."""
+
+    @abstractmethod
+    def iter_events(self, batch: int = 5000) -> Iterator[RecordedEvent]:
+        """Every event in position order, page by page (constant memory)."""
+
+    @abstractmethod
+    def rebuild_read_models(self) -> int:
+        """Replace every read model by a fold of the events alone, atomically; returns how
+        many events were replayed."""
+
+    @abstractmethod
+    def upgrade_schema(self) -> tuple[str | None, str | None]:
+        """Create or upgrade the schema; (revision before, revision after)."""
+
+    def job_listener(self, on_jobs: OnJobs, on_connect: OnConnect) -> Listener | None:
+        """A listener for job changes, where the backend can push them (else None: poll)."""
+        return None
+
+    @abstractmethod
+    def describe(self) -> str:
+        """Where this ledger lives, fit to print (no password)."""
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # --- conveniences over the above ------------------------------------------------------
+
+    def append(
+        self,
+        stream_id: str,
+        new_events: Sequence[NewEvent],
+        expected_version: int | None = None,
+    ) -> Appended:
+        with self.transaction() as tx:
+            return tx.append(stream_id, new_events, expected_version)
+
+    def read_stream(self, stream_id: str) -> list[RecordedEvent]:
+        with self.reading() as reads:
+            return reads.read_stream(stream_id)
+
+    def last_position(self) -> int:
+        with self.quick_read() as reads:
+            return reads.last_position()

@@ -1,0 +1,187 @@
+"""The read side of the contract over the in-memory state (see `ledger.persistence.memory`)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from ledger.brake_view import BrakeView
+from ledger.codes import Status
+from ledger.events import RecordedEvent, job_stream
+from ledger.job_view import JobView
+from ledger.persistence.base import Reads
+from ledger.queries import EventFilter, Heads, JobFilter, JobSummary
+from ledger.reconcile_rules import OpenJob
+from ledger.token_view import TokenView
+
+
+@dataclass
+class Lease:
+    attempt: int
+    worker: str
+    expires_at: datetime
+
+
+@dataclass
+class MemoryState:
+    """Everything a memory ledger holds; the indexes mirror the SQL schema's unique ones."""
+
+    events: list[RecordedEvent] = field(default_factory=list)  # position order
+    streams: dict[str, list[RecordedEvent]] = field(default_factory=dict)
+    event_ids: set[uuid.UUID] = field(default_factory=set)
+    terminal: set[str] = field(default_factory=set)  # job streams with their one outcome
+    jobs: dict[str, JobView] = field(default_factory=dict)
+    idempotency: dict[tuple[str, str], str] = field(default_factory=dict)  # → job_id
+    brakes: dict[str, BrakeView] = field(default_factory=dict)
+    tokens: dict[str, TokenView] = field(default_factory=dict)
+    token_hashes: dict[str, str] = field(default_factory=dict)  # → token_id
+    leases: dict[str, Lease] = field(default_factory=dict)
+    next_position: int = 1
+
+
+class MemoryReads(Reads):
+    def __init__(self, state: MemoryState) -> None:
+        self.state = state
+
+    # --- jobs -----------------------------------------------------------------------------
+
+    def job(self, job_id: str) -> JobView | None:
+        return self.state.jobs.get(job_id)
+
+    def jobs(self, where: JobFilter) -> list[JobView]:
+        found = [
+            v
+            for v in self.state.jobs.values()
+            if v.ledger_position > where.after and where.account in (None, v.account)
+        ]
+        return sorted(found, key=lambda v: v.ledger_position)[: where.limit]
+
+    def job_by_idempotency_key(self, account: str, key: str) -> JobView | None:
+        job_id = self.state.idempotency.get((account, key))
+        return self.state.jobs[job_id] if job_id else None
+
+    def accepted_in_window(
+        self, account: str, tool: str, since: datetime
+    ) -> tuple[int, datetime | None]:
+        times = [
+            v.created_at
+            for v in self.state.jobs.values()
+            if v.account == account and v.tool == tool and v.accepted and v.created_at > since
+        ]
+        return len(times), min(times, default=None)
+
+    def job_positions(self, job_ids: Sequence[str]) -> dict[str, int]:
+        jobs = self.state.jobs
+        return {j: jobs[j].ledger_position for j in job_ids if j in jobs}
+
+    def overdue_jobs(self, now: datetime, cutoff: datetime) -> list[OpenJob]:
+        found = []
+        for view in self.state.jobs.values():
+            lease = self.state.leases.get(view.job_id)
+            renewed = lease.expires_at if lease else None
+            if view.status is Status.QUEUED:
+                waited_since: datetime | None = view.updated_at
+            elif view.status is Status.RETRYING:
+                waited_since = view.due_at
+            else:
+                waited_since = None
+            if waited_since is not None and waited_since < cutoff:
+                found.append(OpenJob(view, None))
+            elif view.status is Status.RUNNING:
+                expires = renewed or view.lease_expires_at
+                if expires is not None and expires < now:
+                    found.append(OpenJob(view, renewed))
+        return found
+
+    def summarize_jobs(
+        self,
+        account: str | None,
+        tool: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> JobSummary:
+        groups: dict[tuple[str, str | None, str, str], int] = {}
+        for v in self.state.jobs.values():
+            if account not in (None, v.account) or tool not in (None, v.tool):
+                continue
+            if (since and v.created_at < since) or (until and v.created_at >= until):
+                continue
+            key = (v.status.value, v.code.value if v.code else None, v.tool, v.account)
+            groups[key] = groups.get(key, 0) + 1
+        return JobSummary.from_groups((*k, n) for k, n in groups.items())
+
+    # --- brakes ---------------------------------------------------------------------------
+
+    def active_brakes(self) -> list[BrakeView]:
+        held = [b for b in self.state.brakes.values() if b.active]
+        return sorted(held, key=lambda b: (b.pulled_at, b.brake_id))
+
+    def brake(self, brake_id: str) -> BrakeView | None:
+        return self.state.brakes.get(brake_id)
+
+    def waiting_jobs(self, scope: str, account: str | None = None) -> int:
+        kind, _, name = scope.partition(":")
+        waiting = (Status.QUEUED, Status.RETRYING)
+        return sum(
+            1
+            for v in self.state.jobs.values()
+            if v.status in waiting
+            and (kind != "tool" or v.tool == name)
+            and (kind != "account" or v.account == name)
+            and account in (None, v.account)
+        )
+
+    # --- tokens ---------------------------------------------------------------------------
+
+    def token(self, token_id: str) -> TokenView | None:
+        return self.state.tokens.get(token_id)
+
+    def token_by_hash(self, token_hash: str) -> TokenView | None:
+        token_id = self.state.token_hashes.get(token_hash)
+        return self.state.tokens[token_id] if token_id else None
+
+    def token_and_job(
+        self, token_hash: str, job_id: str
+    ) -> tuple[TokenView | None, JobView | None]:
+        token = self.token_by_hash(token_hash)
+        return token, self.job(job_id) if token else None
+
+    def tokens(self) -> list[TokenView]:
+        return sorted(self.state.tokens.values(), key=lambda t: t.ledger_position)
+
+    # --- events ---------------------------------------------------------------------------
+
+    def read_stream(self, stream_id: str) -> list[RecordedEvent]:
+        return list(self.state.streams.get(stream_id, ()))
+
+    def find_events(self, where: EventFilter) -> list[RecordedEvent]:
+        owned: set[str] | None = None
+        if where.account is not None or where.tool is not None:
+            owned = {
+                job_stream(v.job_id)
+                for v in self.state.jobs.values()
+                if where.account in (None, v.account) and where.tool in (None, v.tool)
+            }
+        found = []
+        for e in self.state.events:
+            if e.position <= where.after or (owned is not None and e.stream_id not in owned):
+                continue
+            if where.type not in (None, e.type) or where.code not in (None, e.code):
+                continue
+            if (where.since and e.recorded_at < where.since) or (
+                where.until and e.recorded_at >= where.until
+            ):
+                continue
+            found.append(e)
+            if len(found) == where.limit:
+                break
+        return found
+
+    def heads(self) -> Heads:
+        heads = {s: (evs[-1].stream_version, evs[-1].hash) for s, evs in self.state.streams.items()}
+        return Heads(position=self.last_position(), events=len(self.state.events), heads=heads)
+
+    def last_position(self) -> int:
+        return self.state.events[-1].position if self.state.events else 0

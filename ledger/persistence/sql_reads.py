@@ -1,0 +1,295 @@
+"""The read side of the contract in SQL (Postgres and SQLite), on one connection.
+
+Read models keep their whole view as JSON beside copies of the columns their indexes need;
+queries filter on the columns and hand back the views. Account scoping happens here, in SQL,
+so a page never carries another account's row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    and_,
+    bindparam,
+    cast,
+    false,
+    func,
+    literal,
+    null,
+    select,
+    true,
+    union_all,
+)
+
+from ledger.brake_view import BrakeView
+from ledger.clock import utc
+from ledger.codes import Status
+from ledger.events import RecordedEvent
+from ledger.job_view import JobView
+from ledger.persistence.base import Reads
+from ledger.persistence.errors import translated
+from ledger.persistence.schema import brakes, events, jobs, leases, tokens
+from ledger.queries import EventFilter, Heads, JobFilter, JobSummary
+from ledger.reconcile_rules import OpenJob
+from ledger.token_view import TokenView
+
+if TYPE_CHECKING:  # Row's type parameters differ across SQLAlchemy 2.x releases
+    from sqlalchemy import Row
+
+    RowT = Row[*tuple[Any, ...]]
+
+_IN_CHUNK = 500  # ids per IN (...) list: SQLite caps bound parameters
+
+EVENT_COLUMNS = (
+    events.c.position,
+    events.c.stream_id,
+    events.c.stream_version,
+    events.c.event_id,
+    events.c.type,
+    events.c.data,
+    events.c.code,
+    events.c.actor,
+    events.c.recorded_at,
+    events.c.prev_hash,
+    events.c.hash,
+)
+# Built once: constructing SQLAlchemy statements is a real cost on the hot path.
+_JOB = select(jobs.c.view).where(jobs.c.job_id == bindparam("job_id"))
+_STREAM = (
+    select(*EVENT_COLUMNS)
+    .where(events.c.stream_id == bindparam("stream_id"))
+    .order_by(events.c.stream_version)
+)
+PAGE = (
+    select(*EVENT_COLUMNS)
+    .where(events.c.position > bindparam("after"))
+    .order_by(events.c.position)
+    .limit(bindparam("limit"))
+)
+_LAST_POSITION = select(func.coalesce(func.max(events.c.position), 0))
+_ACTIVE_BRAKES = select(brakes.c.view).where(brakes.c.active.is_(True))
+
+
+def row_to_event(row: RowT) -> RecordedEvent:
+    return RecordedEvent(
+        position=row.position,
+        stream_id=row.stream_id,
+        stream_version=row.stream_version,
+        event_id=row.event_id,
+        type=row.type,
+        data=row.data,
+        code=row.code,
+        actor=row.actor,
+        recorded_at=utc(row.recorded_at),
+        prev_hash=row.prev_hash,
+        hash=row.hash,
+    )
+
+
+class SqlReads(Reads):
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+
+    # --- jobs -----------------------------------------------------------------------------
+
+    def job(self, job_id: str) -> JobView | None:
+        row = self.conn.execute(_JOB, {"job_id": job_id}).first()
+        return JobView.model_validate(row.view) if row else None
+
+    def jobs(self, where: JobFilter) -> list[JobView]:
+        query = select(jobs.c.view).where(jobs.c.ledger_position > where.after)
+        if where.account is not None:
+            query = query.where(jobs.c.account == where.account)
+        query = query.order_by(jobs.c.ledger_position).limit(where.limit)
+        return [JobView.model_validate(row.view) for row in self.conn.execute(query)]
+
+    def job_by_idempotency_key(self, account: str, key: str) -> JobView | None:
+        query = select(jobs.c.view).where(
+            and_(jobs.c.account == account, jobs.c.idempotency_key == key)
+        )
+        row = self.conn.execute(query).first()
+        return JobView.model_validate(row.view) if row else None
+
+    def accepted_in_window(
+        self, account: str, tool: str, since: datetime
+    ) -> tuple[int, datetime | None]:
+        query = select(func.count(), func.min(jobs.c.created_at)).where(
+            and_(
+                jobs.c.account == account,
+                jobs.c.tool == tool,
+                jobs.c.accepted.is_(True),
+                jobs.c.created_at > since,
+            )
+        )
+        count, oldest = self.conn.execute(query).one()
+        return int(count), utc(oldest) if oldest is not None else None
+
+    def job_positions(self, job_ids: Sequence[str]) -> dict[str, int]:
+        found: dict[str, int] = {}
+        for start in range(0, len(job_ids), _IN_CHUNK):
+            chunk = job_ids[start : start + _IN_CHUNK]
+            query = select(jobs.c.job_id, jobs.c.ledger_position).where(jobs.c.job_id.in_(chunk))
+            found.update({row.job_id: int(row.ledger_position) for row in self.conn.execute(query)})
+        return found
+
+    def overdue_jobs(self, now: datetime, cutoff: datetime) -> list[OpenJob]:
+        # One index range per open status (UNION ALL, not OR): each branch is a plain index
+        # scan on ix_jobs_open, which marks entries of dead row versions the first time it
+        # meets them, so closed jobs' leftovers cost one pass, not every pass until VACUUM.
+        still_open = jobs.c.terminal == false()
+        no_lease = cast(null(), leases.c.expires_at.type).label("expires_at")
+        queued = select(jobs.c.view, no_lease).where(
+            still_open, jobs.c.status == Status.QUEUED.value, jobs.c.updated_at < cutoff
+        )
+        retrying = select(jobs.c.view, no_lease).where(
+            still_open, jobs.c.status == Status.RETRYING.value, jobs.c.due_at < cutoff
+        )
+        running = (
+            select(jobs.c.view, leases.c.expires_at)
+            .select_from(jobs.outerjoin(leases, leases.c.job_id == jobs.c.job_id))
+            .where(
+                still_open,
+                jobs.c.status == Status.RUNNING.value,
+                func.coalesce(leases.c.expires_at, jobs.c.lease_expires_at) < now,
+            )
+        )
+        rows = self.conn.execute(union_all(queued, retrying, running)).all()
+        return [
+            OpenJob(
+                JobView.model_validate(row.view),
+                utc(row.expires_at) if row.expires_at is not None else None,
+            )
+            for row in rows
+        ]
+
+    def summarize_jobs(
+        self,
+        account: str | None,
+        tool: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> JobSummary:
+        query = select(jobs.c.status, jobs.c.code, jobs.c.tool, jobs.c.account, func.count()).where(
+            *_job_scope(account, tool)
+        )
+        if since is not None:
+            query = query.where(jobs.c.created_at >= since)
+        if until is not None:
+            query = query.where(jobs.c.created_at < until)
+        query = query.group_by(jobs.c.status, jobs.c.code, jobs.c.tool, jobs.c.account)
+        return JobSummary.from_groups(self.conn.execute(query))
+
+    # --- brakes ---------------------------------------------------------------------------
+
+    def active_brakes(self) -> list[BrakeView]:
+        views = [BrakeView.model_validate(row.view) for row in self.conn.execute(_ACTIVE_BRAKES)]
+        return sorted(views, key=lambda b: (b.pulled_at, b.brake_id))
+
+    def brake(self, brake_id: str) -> BrakeView | None:
+        query = select(brakes.c.view).where(brakes.c.brake_id == brake_id)
+        row = self.conn.execute(query).first()
+        return BrakeView.model_validate(row.view) if row else None
+
+    def waiting_jobs(self, scope: str, account: str | None = None) -> int:
+        query = select(func.count()).where(
+            jobs.c.terminal == false(),
+            jobs.c.status.in_([Status.QUEUED.value, Status.RETRYING.value]),
+        )
+        kind, _, name = scope.partition(":")
+        if kind == "tool":
+            query = query.where(jobs.c.tool == name)
+        elif kind == "account":
+            query = query.where(jobs.c.account == name)
+        if account is not None:
+            query = query.where(jobs.c.account == account)
+        return int(self.conn.execute(query).scalar_one())
+
+    # --- tokens ---------------------------------------------------------------------------
+
+    def token(self, token_id: str) -> TokenView | None:
+        query = select(tokens.c.view).where(tokens.c.token_id == token_id)
+        row = self.conn.execute(query).first()
+        return TokenView.model_validate(row.view) if row else None
+
+    def token_by_hash(self, token_hash: str) -> TokenView | None:
+        query = select(tokens.c.view).where(tokens.c.token_hash == token_hash)
+        row = self.conn.execute(query).first()
+        return TokenView.model_validate(row.view) if row else None
+
+    def token_and_job(
+        self, token_hash: str, job_id: str
+    ) -> tuple[TokenView | None, JobView | None]:
+        query = (
+            select(tokens.c.view.label("token"), jobs.c.view.label("job"))
+            .select_from(tokens.outerjoin(jobs, jobs.c.job_id == job_id))
+            .where(tokens.c.token_hash == token_hash)
+        )
+        row = self.conn.execute(query).first()
+        if row is None:
+            return None, None
+        job = JobView.model_validate(row.job) if row.job is not None else None
+        return TokenView.model_validate(row.token), job
+
+    def tokens(self) -> list[TokenView]:
+        query = select(tokens.c.view).order_by(tokens.c.ledger_position)
+        return [TokenView.model_validate(r.view) for r in self.conn.execute(query)]
+
+    # --- events ---------------------------------------------------------------------------
+
+    def read_stream(self, stream_id: str) -> list[RecordedEvent]:
+        with translated(stream_id=stream_id):
+            rows = self.conn.execute(_STREAM, {"stream_id": stream_id})
+            return [row_to_event(r) for r in rows]
+
+    def find_events(self, where: EventFilter) -> list[RecordedEvent]:
+        query = select(*EVENT_COLUMNS).where(events.c.position > where.after)
+        if where.account is not None or where.tool is not None:
+            # Only job streams carry an account or a tool; the read model knows which is whose.
+            owned = select(literal("job-").concat(jobs.c.job_id)).where(
+                *_job_scope(where.account, where.tool)
+            )
+            query = query.where(events.c.stream_id.in_(owned))
+        if where.type is not None:
+            query = query.where(events.c.type == where.type)
+        if where.code is not None:
+            query = query.where(events.c.code == where.code)
+        if where.since is not None:
+            query = query.where(events.c.recorded_at >= where.since)
+        if where.until is not None:
+            query = query.where(events.c.recorded_at < where.until)
+        query = query.order_by(events.c.position).limit(where.limit)
+        return [row_to_event(row) for row in self.conn.execute(query)]
+
+    def heads(self) -> Heads:
+        position = int(self.conn.execute(_LAST_POSITION).scalar_one())
+        upto = events.c.position <= position
+        last = (
+            select(events.c.stream_id, func.max(events.c.stream_version).label("version"))
+            .where(upto)
+            .group_by(events.c.stream_id)
+            .subquery()
+        )
+        query = select(events.c.stream_id, events.c.stream_version, events.c.hash).join(
+            last,
+            (events.c.stream_id == last.c.stream_id) & (events.c.stream_version == last.c.version),
+        )
+        heads = {r.stream_id: (r.stream_version, r.hash) for r in self.conn.execute(query)}
+        count = self.conn.execute(select(func.count()).select_from(events).where(upto))
+        return Heads(position=position, events=int(count.scalar_one()), heads=heads)
+
+    def last_position(self) -> int:
+        return int(self.conn.execute(_LAST_POSITION).scalar_one())
+
+
+def _job_scope(account: str | None, tool: str | None) -> list[ColumnElement[bool]]:
+    clauses: list[ColumnElement[bool]] = [true()]
+    if account is not None:
+        clauses.append(jobs.c.account == account)
+    if tool is not None:
+        clauses.append(jobs.c.tool == tool)
+    return [and_(*clauses)]

@@ -1,0 +1,103 @@
+"""What one may ask the ledger's read side, and the shapes of some answers (no storage here).
+
+Account scoping is part of every question: `account=None` means every account (a token scoped
+to `*`), and a store answers it in its own query, so a page never carries another account's row.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from ledger.brake_view import BrakeView
+from ledger.clock import format_time
+
+
+@dataclass(frozen=True)
+class EventFilter:
+    account: str | None = None  # None: every account, brake and token streams included
+    tool: str | None = None
+    type: str | None = None
+    code: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+    after: int = 0
+    limit: int = 100
+
+
+@dataclass(frozen=True)
+class JobFilter:
+    account: str | None = None
+    after: int = 0  # a ledger_position cursor
+    limit: int = 100
+
+
+@dataclass(frozen=True)
+class JobSummary:
+    jobs: int
+    by_status: dict[str, int] = field(default_factory=dict)
+    by_code: dict[str, int] = field(default_factory=dict)
+    by_tool: dict[str, int] = field(default_factory=dict)
+    by_account: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def from_groups(cls, groups: Iterable[tuple[str, str | None, str, str, int]]) -> JobSummary:
+        """The summary of (status, code, tool, account, count) groups."""
+        counts: dict[str, Counter[str]] = {
+            k: Counter() for k in ("status", "code", "tool", "account")
+        }
+        total = 0
+        for status, code, tool, account, n in groups:
+            total += n
+            counts["status"][status] += n
+            counts["tool"][tool] += n
+            counts["account"][account] += n
+            if code is not None:
+                counts["code"][code] += n
+        return cls(
+            jobs=total,
+            by_status=dict(sorted(counts["status"].items())),
+            by_code=dict(sorted(counts["code"].items())),
+            by_tool=dict(sorted(counts["tool"].items())),
+            by_account=dict(sorted(counts["account"].items())),
+        )
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "jobs": self.jobs,
+            "by_status": self.by_status,
+            "by_code": self.by_code,
+            "by_tool": self.by_tool,
+            "by_account": self.by_account,
+        }
+
+
+@dataclass(frozen=True)
+class Heads:
+    """Every stream's head (version, hash) up to `position`, and how many events that is."""
+
+    position: int
+    events: int
+    heads: dict[str, tuple[int, str]]
+
+
+@dataclass(frozen=True)
+class BrakeHold:
+    """A brake that holds now, and how many jobs it keeps waiting (as one caller may see)."""
+
+    brake: BrakeView
+    queued_jobs: int
+
+    def to_json(self) -> dict[str, object]:
+        """An item of `GET /v1/brakes` and `outcomes brake status --json`."""
+        b = self.brake
+        return {
+            "brake_id": b.brake_id,
+            "scope": b.scope,
+            "reason": b.reason,
+            "operator": b.operator,
+            "pulled_at": format_time(b.pulled_at),
+            "queued_jobs": self.queued_jobs,
+        }

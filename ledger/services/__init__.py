@@ -1,0 +1,15 @@
+"""The use cases: the one front door that the adapters (`api`, `workers`, `cli`) call.
+
+- `ledger`    open a ledger (`open_ledger`) and hold it (`Ledger`)
+- `submit`    the decision: accept or refuse a job, then dispatch it
+- `work`      a worker's writes: claim (brake re-checked), renew the lease, record the outcome
+- `execute`   run one job: claim, run the tool under its deadline, record, retry
+- `reconcile` turn silence into recorded outcomes, and the loop that runs it
+- `brakes`    pull, release and list the emergency brake
+- `tokens`    create, revoke, list and authenticate API tokens
+- `jobs`      read jobs and their events as a given caller may see them
+- `audit`     query, summarize, export, digest and verify the ledger
+- `admin`     the schema and the read models
+
+Each decides; the store (`ledger.persistence`) only keeps and finds.
+"""

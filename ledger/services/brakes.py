@@ -1,0 +1,57 @@
+"""Pulling, releasing and listing the emergency brake, ordered against workers' claims."""
+
+from __future__ import annotations
+
+import uuid
+
+from ledger.brake_view import BrakeView
+from ledger.brakes import brake_stream, parse_scope
+from ledger.errors import BrakeNotFoundError, RequestError
+from ledger.events import BrakePulled, BrakeReleased, NewEvent
+from ledger.persistence.base import BRAKES_LOCK, NO_STREAM
+from ledger.queries import BrakeHold
+from ledger.services.ledger import Ledger
+
+
+def pull(ledger: Ledger, scope: str, reason: str, operator: str) -> BrakeView:
+    """Pull a brake. Once this returns, no job in its scope starts (DESIGN §5)."""
+    scope = parse_scope(scope)
+    if not reason.strip():
+        raise RequestError("a brake needs a reason")
+    brake_id = str(uuid.uuid4())
+    payload = BrakePulled(brake_id=brake_id, scope=scope, reason=reason, operator=operator)
+    with ledger.store.transaction() as tx:
+        tx.lock(BRAKES_LOCK)  # exclusive: waits for claims in flight, then holds new ones
+        event = NewEvent(payload=payload, actor=operator)
+        return tx.append(brake_stream(brake_id), [event], NO_STREAM).brake
+
+
+def release(ledger: Ledger, brake_id: str, reason: str, operator: str) -> BrakeView:
+    payload = BrakeReleased(brake_id=brake_id, reason=reason, operator=operator)
+    with ledger.store.transaction() as tx:
+        current = tx.brake(brake_id)
+        if current is None or not current.active:
+            state = "already released" if current else "unknown"
+            raise BrakeNotFoundError(f"brake {brake_id} is {state}")
+        event = NewEvent(payload=payload, actor=operator)
+        return tx.append(brake_stream(brake_id), [event], 1).brake
+
+
+def active(ledger: Ledger) -> list[BrakeView]:
+    with ledger.store.reading() as reads:
+        return reads.active_brakes()
+
+
+def holds(ledger: Ledger, account: str | None = None) -> list[BrakeHold]:
+    """The brakes that hold now, each with the jobs it keeps waiting (`GET /v1/brakes`,
+    `outcomes brake status`). Seen from one account: the brakes that hold its jobs (global,
+    any tool's, its own account's), counting only its own jobs; other accounts' names and
+    queues stay hidden."""
+    with ledger.store.reading() as reads:
+        return [
+            BrakeHold(b, reads.waiting_jobs(b.scope, account))
+            for b in reads.active_brakes()
+            if account is None
+            or not b.scope.startswith("account:")
+            or b.scope == f"account:{account}"
+        ]

@@ -1,0 +1,86 @@
+"""Reading jobs as a caller may see them: one job (the one rule for who sees what), its
+events, the jobs that changed after a cursor, and what long-polls watch.
+
+Another account's job is indistinguishable from a job that does not exist: both are
+JobNotFoundError. `caller=None` is the operator at the CLI, who sees every account.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from ledger.access import DETAIL_ROLES, hash_token, may_see
+from ledger.errors import JobNotFoundError
+from ledger.events import job_stream
+from ledger.job_view import JobView
+from ledger.persistence.base import Listener, OnConnect, OnJobs
+from ledger.public import job_event
+from ledger.queries import JobFilter
+from ledger.services.ledger import Ledger
+from ledger.services.tokens import admit
+from ledger.token_view import TokenView
+
+
+def job_key(job_id: str) -> str | None:
+    """The canonical id, or None for a string that cannot be a job id."""
+    try:
+        return str(uuid.UUID(job_id))
+    except ValueError:
+        return None
+
+
+def get(ledger: Ledger, job_id: str, caller: TokenView | None = None) -> JobView:
+    key = job_key(job_id)
+    if key is None:
+        raise JobNotFoundError(job_id)
+    with ledger.store.quick_read() as reads:
+        return _visible(caller, reads.job(key), job_id)
+
+
+def get_as(ledger: Ledger, token: str, job_id: str) -> tuple[TokenView, JobView]:
+    """Authenticate and read the job in one read (on Postgres one round trip, as a bare read
+    of the job would cost): the agents' hottest path."""
+    with ledger.store.quick_read() as reads:
+        found, view = reads.token_and_job(hash_token(token), job_key(job_id) or "")
+    caller = admit(found)
+    return caller, _visible(caller, view, job_id)
+
+
+def _visible(caller: TokenView | None, view: JobView | None, job_id: str) -> JobView:
+    if view is None or (caller is not None and not may_see(caller.account, view.account)):
+        raise JobNotFoundError(job_id)
+    return view
+
+
+def events(ledger: Ledger, job_id: str, caller: TokenView | None = None) -> list[dict[str, Any]]:
+    """The job's events, oldest first, as its own page shows them."""
+    key = job_key(job_id)
+    recorded = ledger.store.read_stream(job_stream(key)) if key else []
+    if not recorded or (
+        caller is not None and not may_see(caller.account, str(recorded[0].data.get("account")))
+    ):
+        raise JobNotFoundError(job_id)
+    detail = caller is None or caller.role in DETAIL_ROLES
+    return [job_event(event, detail=detail) for event in recorded]
+
+
+def listing(
+    ledger: Ledger, account: str | None = None, after: int = 0, limit: int = 100
+) -> list[JobView]:
+    """Jobs of one account (None: every account) that changed after the cursor, in
+    ledger_position order."""
+    with ledger.store.quick_read() as reads:
+        return reads.jobs(JobFilter(account=account, after=after, limit=limit))
+
+
+def positions(ledger: Ledger, job_ids: Sequence[str]) -> dict[str, int]:
+    """Each known job's ledger_position: what long-polls compare to decide to re-read."""
+    with ledger.store.quick_read() as reads:
+        return reads.job_positions(job_ids)
+
+
+def listener(ledger: Ledger, on_jobs: OnJobs, on_connect: OnConnect) -> Listener | None:
+    """Pushed job changes, where the store has them (Postgres); None: poll `positions`."""
+    return ledger.store.job_listener(on_jobs, on_connect)

@@ -1,0 +1,47 @@
+"""An open ledger: what the adapters hold and hand to every use case.
+
+Opened once per process or command (`open_ledger`) and closed when done (it is a context
+manager), so connection pools are made and released in one place.
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import Self
+
+from ledger.persistence.base import Store
+from ledger.persistence.open import open_store
+from ledger.settings import load_settings
+
+
+class Ledger:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    @property
+    def dialect(self) -> str:
+        """ "postgresql", "sqlite" or "memory"."""
+        return self.store.dialect
+
+    def describe(self) -> str:
+        """Where the ledger lives, fit to print (no password)."""
+        return self.store.describe()
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def open_ledger(url: str | None = None, *, pool_size: int = 5) -> Ledger:
+    """The ledger at `url` (default: OUTCOMES_DATABASE_URL, else the embedded SQLite file)."""
+    return Ledger(open_store(url or load_settings().database_url, pool_size=pool_size))

@@ -1,0 +1,354 @@
+"""Every tool the test suites register, in one module: the test process imports it, and worker
+processes load it through OUTCOMES_TOOLS=tests.tools.
+
+Real effects are written where any process can count them:
+- OUTCOMES_SIDE_EFFECTS_FILE: one line per real-world effect of a tool (`<job id> <attempt>
+  <unix time> <pid>`), written before the tool reports (the checkers' `over_effects`);
+- MATRIX_MARKS_FILE: progress marks (`<job id> <mark> <unix time>`): a tool entered, passed a
+  step, left a gate. Marks are not effects.
+
+A gate is a file path in the tool's arguments: the tool waits until the file exists. Tests open
+gates to make a tool finish at a chosen moment (while Postgres is down, after a brake pull).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from ledger.codes import Code
+from ledger.errors import BrakeEngaged
+from ledger.outcomes import Partial, Succeeded, ToolFailure
+from ledger.tools import Quota, ToolContext, tool
+
+QUOTA_LIMIT = 10  # the quota tools'
+MARKS_ENV = "MATRIX_MARKS_FILE"
+# Test harness knob (see test_matrix_brokers): kombu's Redis transport sweeps for messages past
+# their visibility timeout only every `unacked_restore_interval * unacked_restore_throttle`
+# seconds (10 x 10 by default in the prefork event loop). The scenario needs the sweep to happen
+# while a 5 s tool runs, so the test workers sweep every second.
+FAST_RESTORE_ENV = "MATRIX_REDIS_RESTORE_EVERY_S"
+GATE_POLL_S = 0.02
+
+if os.environ.get(FAST_RESTORE_ENV):
+    from celery.signals import celeryd_init
+
+    @celeryd_init.connect  # type: ignore[untyped-decorator]
+    def _sweep_often(conf: Any, **_: Any) -> None:
+        every = int(os.environ[FAST_RESTORE_ENV])
+        options = dict(conf.broker_transport_options or {})
+        options |= {"unacked_restore_interval": every, "unacked_restore_throttle": 1}
+        conf.broker_transport_options = options
+
+
+def _append(env: str, line: str) -> None:
+    path = os.environ.get(env)
+    if path:
+        with Path(path).open("a") as out:  # one short append: atomic across processes
+            out.write(line + "\n")
+
+
+def effect(ctx: ToolContext) -> None:
+    """One line per real effect, written before the tool reports anything."""
+    line = f"{ctx.job_id} {ctx.attempt} {time.time():.6f} {os.getpid()}"
+    _append("OUTCOMES_SIDE_EFFECTS_FILE", line)
+
+
+def mark(ctx: ToolContext, what: str, at: float | None = None) -> None:
+    _append(MARKS_ENV, f"{ctx.job_id} {what} {time.time() if at is None else at:.6f}")
+
+
+def wait_for_gate(gate: str, limit_s: float) -> None:
+    deadline = time.monotonic() + limit_s
+    while not Path(gate).exists() and time.monotonic() < deadline:
+        time.sleep(GATE_POLL_S)  # polling a file the test creates
+
+
+# --- the HTTP API's tests ---------------------------------------------------------------------
+
+ECHO = "apitest.echo"
+METERED = "apitest.metered"
+OFF = "apitest.off"
+QUOTA = 2
+
+
+class EchoArgs(BaseModel):
+    text: str
+    times: int = 1
+
+
+@tool(ECHO)
+def echo(args: EchoArgs, ctx: ToolContext) -> Succeeded:
+    return Succeeded(result={"text": args.text * args.times})
+
+
+@tool(METERED, quota=Quota(limit=QUOTA, window_s=3600))
+def metered(args: EchoArgs, ctx: ToolContext) -> Succeeded:
+    return Succeeded(result={"text": args.text})
+
+
+@tool(OFF, enabled=False)
+def off(args: EchoArgs, ctx: ToolContext) -> Succeeded:
+    return Succeeded()
+
+
+# --- the lifecycle on real workers ------------------------------------------------------------
+
+
+class Charge(BaseModel):
+    amount: int = 1
+    delay_s: float = Field(default=0.0, ge=0, le=5)
+
+
+@tool("itest.charge", spends=True, timeout_s=30)
+def charge(args: Charge, ctx: ToolContext) -> Succeeded:
+    """A spending tool; optionally slow (it sleeps `delay_s` before charging)."""
+    if args.delay_s:
+        time.sleep(args.delay_s)  # simulated work
+    effect(ctx)
+    return Succeeded(result={"charged": args.amount})
+
+
+@tool("itest.charge_flaky", spends=True, timeout_s=30, max_attempts=3)
+def charge_flaky(args: Charge, ctx: ToolContext) -> Succeeded:
+    """Charges, then fails retryably: a spending tool must not be retried all the same."""
+    effect(ctx)
+    raise ToolFailure(
+        code=Code.SOURCE_UNRELIABLE,
+        dependency="billing",
+        operation="confirm the charge",
+        retryable=True,
+        fingerprint=f"billing-v{ctx.attempt}",
+        message="The billing provider did not confirm the charge.",
+    )
+
+
+class Probe(BaseModel):
+    note: str = ""
+
+
+@tool("itest.flaky_changing", spends=False, timeout_s=30, max_attempts=3)
+def flaky_changing(args: Probe, ctx: ToolContext) -> Succeeded:
+    """Fails retryably with a new fingerprint each attempt: retried up to max_attempts."""
+    effect(ctx)
+    raise ToolFailure(
+        code=Code.SOURCE_UNRELIABLE,
+        dependency="search",
+        operation="query the index",
+        retryable=True,
+        fingerprint=f"index-generation-{ctx.attempt}",
+        message="The search index answered with an error.",
+    )
+
+
+@tool("itest.flaky_same", spends=False, timeout_s=30, max_attempts=5)
+def flaky_same(args: Probe, ctx: ToolContext) -> Succeeded:
+    """Fails retryably with the same fingerprint each time: retrying stops after 2 attempts."""
+    effect(ctx)
+    raise ToolFailure(
+        code=Code.SOURCE_UNRELIABLE,
+        dependency="search",
+        operation="query the index",
+        retryable=True,
+        fingerprint="index-config-v1",
+        message="The search index answered with an error.",
+    )
+
+
+@tool("itest.spend_nothing", spends=True, timeout_s=10)
+def spend_nothing(args: Probe, ctx: ToolContext) -> Any:
+    """Spends, then reports nothing: the agent must verify at the source."""
+    effect(ctx)
+    return None
+
+
+@tool("itest.quota_ten", spends=True, timeout_s=10, quota=Quota(limit=QUOTA_LIMIT, window_s=3600))
+def quota_ten(args: Probe, ctx: ToolContext) -> Succeeded:
+    """At most ten accepted jobs per account per hour."""
+    effect(ctx)
+    return Succeeded(result={})
+
+
+# --- worker loss and redelivery ---------------------------------------------------------------
+
+POISON_MAX_ATTEMPTS = 3
+
+
+class SlowCharge(BaseModel):
+    seconds: float = Field(default=0.0, ge=0, le=60)
+    amount: int = 1
+
+
+@tool("rtest.slow_charge", spends=True, timeout_s=60)
+def slow_charge(args: SlowCharge, ctx: ToolContext) -> Succeeded:
+    """Spends first (the side effect is written), then works for `seconds`."""
+    effect(ctx)
+    time.sleep(args.seconds)  # simulated work after the money is gone
+    return Succeeded(result={"charged": args.amount, "pid": os.getpid()})
+
+
+class SlowProbe(BaseModel):
+    seconds: float = Field(default=0.0, ge=0, le=20)
+
+
+@tool("rtest.slow_probe", spends=False, timeout_s=30, max_attempts=2)
+def slow_probe(args: SlowProbe, ctx: ToolContext) -> Succeeded:
+    """A slow read (no spending): a lost attempt may be followed by the next one."""
+    effect(ctx)
+    time.sleep(args.seconds)  # simulated work
+    return Succeeded(result={"attempt": ctx.attempt, "pid": os.getpid()})
+
+
+class Poison(BaseModel):
+    note: str = ""
+
+
+@tool("rtest.poison", spends=False, timeout_s=30, max_attempts=POISON_MAX_ATTEMPTS)
+def poison(args: Poison, ctx: ToolContext) -> Succeeded:
+    """Kills the process that runs it, on every attempt (a segfaulting native library)."""
+    effect(ctx)
+    os.kill(os.getpid(), signal.SIGKILL)
+    return Succeeded(result={})  # never reached
+
+
+# --- the reliability matrix -------------------------------------------------------------------
+
+
+class Work(BaseModel):
+    seconds: float = Field(default=0.0, ge=0, le=60)
+    note: str = ""
+
+
+def _busy(args: Work, ctx: ToolContext) -> None:
+    """Simulated work that heartbeats every 0.5 s (as a well-behaved long tool does)."""
+    mark(ctx, "entered")
+    deadline = time.monotonic() + args.seconds
+    while (left := deadline - time.monotonic()) > 0:
+        ctx.heartbeat()
+        time.sleep(min(0.5, left))
+
+
+@tool("matrix.read", spends=False, timeout_s=60, max_attempts=3)
+def matrix_read(args: Work, ctx: ToolContext) -> Succeeded:
+    """Does not spend; optionally slow. Its runs are counted as effects too."""
+    _busy(args, ctx)
+    effect(ctx)
+    return Succeeded(result={"read": True})
+
+
+@tool("matrix.charge", spends=True, timeout_s=60)
+def matrix_charge(args: Work, ctx: ToolContext) -> Succeeded:
+    """Spends (at most once per job); optionally slow."""
+    _busy(args, ctx)
+    effect(ctx)
+    return Succeeded(result={"charged": True})
+
+
+class Gated(BaseModel):
+    gate: str
+    limit_s: float = Field(default=60.0, gt=0, le=120)
+
+
+@tool("matrix.gated_charge", spends=True, timeout_s=120)
+def gated_charge(args: Gated, ctx: ToolContext) -> Succeeded:
+    """Spends once the gate opens: the test picks the moment the outcome is written."""
+    mark(ctx, "entered")
+    wait_for_gate(args.gate, args.limit_s)
+    effect(ctx)
+    mark(ctx, "left")
+    return Succeeded(result={"charged": True})
+
+
+@tool("matrix.gated_read", spends=False, timeout_s=120, max_attempts=3)
+def gated_read(args: Gated, ctx: ToolContext) -> Succeeded:
+    """Does not spend; finishes once the gate opens."""
+    mark(ctx, "entered")
+    wait_for_gate(args.gate, args.limit_s)
+    effect(ctx)
+    mark(ctx, "left")
+    return Succeeded(result={"read": True})
+
+
+class Steps(BaseModel):
+    steps: int = Field(default=40, ge=1, le=200)
+    step_s: float = Field(default=0.25, ge=0, le=5)
+    catch: bool = False  # True: stop at the brake and report what was done (Partial)
+
+
+@tool("matrix.steps", spends=True, timeout_s=90)
+def steps(args: Steps, ctx: ToolContext) -> Succeeded | Partial:
+    """Long multi-step work that re-checks the brake before every step."""
+    done = 0
+    for step in range(args.steps):
+        began = time.time()  # the step's mark carries the moment its brake check began
+        try:
+            ctx.checkpoint()
+        except BrakeEngaged:
+            if not args.catch:
+                raise
+            skipped = [f"step {n}" for n in range(done, args.steps)]
+            return Partial(
+                result={"steps": done}, processed=done, skipped=skipped, total=args.steps
+            )
+        mark(ctx, f"step-{step}", at=began)
+        time.sleep(args.step_s)  # simulated work of one step
+        done += 1
+    effect(ctx)
+    return Succeeded(result={"steps": done})
+
+
+@tool("matrix.quota_ten", spends=True, timeout_s=10, quota=Quota(limit=QUOTA_LIMIT, window_s=3600))
+def matrix_quota_ten(args: Work, ctx: ToolContext) -> Succeeded:
+    """At most ten accepted jobs per account per hour."""
+    effect(ctx)
+    return Succeeded(result={})
+
+
+# --- the reconciler's use-case tests ---------------------------------------------------------
+
+RECONCILE_SPENDS = "test.reconcile_spends"
+RECONCILE_READS = "test.reconcile_reads"
+
+
+class NoArgs(BaseModel):
+    pass
+
+
+@tool(RECONCILE_SPENDS, spends=True)
+def reconcile_spends(args: NoArgs, ctx: ToolContext) -> Succeeded:
+    return Succeeded()
+
+
+@tool(RECONCILE_READS, spends=False, max_attempts=2)
+def reconcile_reads(args: NoArgs, ctx: ToolContext) -> Succeeded:
+    return Succeeded()
+
+
+# --- a rolling deploy: the next release's tool needs a field the API's did not ---------------
+
+NEXT_RELEASE_ENV = "TESTS_NEXT_RELEASE"  # set in a worker's environment: it runs the new release
+SHIP = "rolling.ship"
+
+
+class ShipThisRelease(BaseModel):
+    order: str
+
+
+class ShipNextRelease(BaseModel):
+    order: str
+    warehouse: str  # required from the next release on
+
+
+ShipArgs = ShipNextRelease if os.environ.get(NEXT_RELEASE_ENV) else ShipThisRelease
+
+
+@tool(SHIP, spends=True, timeout_s=10)
+def ship(args: ShipArgs, ctx: ToolContext) -> Succeeded:
+    """Ships an order (spends): it must never run on arguments its release cannot read."""
+    effect(ctx)
+    return Succeeded(result={"shipped": args.order})
