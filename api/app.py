@@ -1,4 +1,4 @@
-"""The agents' HTTP API (DESIGN §6): `create_app()` builds it around a ledger and a dispatcher."""
+"""The agents' HTTP API (contract §6): `create_app()` builds it around a ledger and a dispatcher."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Bearer tokens (DESIGN §6): each scoped to an account (`*` = every account) and a role.
+"""Bearer tokens (contract §6): each scoped to an account (`*` = every account) and a role.
 
 The header is read by `token_of` alone and the token checked by the ledger's one
 `authenticate`; it is never echoed, logged or kept. Every failure to authenticate answers the

@@ -1,4 +1,4 @@
-"""Exception handlers: whatever goes wrong, the answer is a problem+json (DESIGN §6).
+"""Exception handlers: whatever goes wrong, the answer is a problem+json (contract §6).
 
 The framework's own errors (unknown route, wrong method, validation) are translated here too.
 Nothing a caller sent is echoed back: only field names and kinds of mistakes.

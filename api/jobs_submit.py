@@ -1,4 +1,4 @@
-"""`POST /v1/jobs`: the decision, recorded before it is answered (DESIGN §6).
+"""`POST /v1/jobs`: the decision, recorded before it is answered (contract §6).
 
 Accepted → 202 with the poll URL. Refused → the refusal is recorded and answered as a problem
 carrying its job_id. The same idempotency key and body replays the first answer.

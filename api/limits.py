@@ -1,4 +1,4 @@
-"""Request-body limits, enforced before a body is parsed whole (DESIGN §6).
+"""Request-body limits, enforced before a body is parsed whole (contract §6).
 
 - Size: a declared Content-Length over the cap is answered 413 before a byte is read; a body
   without one (chunked) is counted while it streams and cut off at the cap.

@@ -1,4 +1,4 @@
-"""Request and response bodies of the HTTP API (DESIGN §6), as documented in /openapi.json."""
+"""Request and response bodies of the HTTP API (contract §6), as documented in /openapi.json."""
 
 from __future__ import annotations
 

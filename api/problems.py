@@ -1,4 +1,4 @@
-"""Every error is `application/problem+json` (DESIGN §6): type, title, status, detail, job_id
+"""Every error is `application/problem+json` (contract §6): type, title, status, detail, job_id
 and the ten-key `error` object of the envelope. One builder, so no error answers differently.
 """
 
@@ -91,7 +91,7 @@ def problem_response(problem: ApiProblem) -> Response:
     return Response(body, problem.status, headers=problem.headers, media_type=PROBLEM_JSON)
 
 
-# --- the HTTP-level problems (DESIGN §6) -----------------------------------------------------
+# --- the HTTP-level problems (contract §6) -----------------------------------------------------
 
 
 def unauthorized() -> ApiProblem:

@@ -1,4 +1,5 @@
-"""Helpers the benchmarks share: a scratch Postgres database, timing, medians and a table."""
+"""Helpers the benchmarks share: a scratch Postgres database, the ledger's store on it, timing,
+medians and a table."""
 
 from __future__ import annotations
 
@@ -10,14 +11,16 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import FrameType
+from typing import Any
 
 import psycopg
 from psycopg import sql
 from sqlalchemy.engine import make_url
 
-from ledger.persistence.engine import normalize_url
+from ledger.persistence.engine import make_engine, normalize_url
+from ledger.persistence.store import SqlStore
 
-# The CI machines' Postgres service (DESIGN §7): trust auth, superuser `postgres`.
+# The CI machines' Postgres service (contract §7): trust auth, superuser `postgres`.
 ADMIN_URL = os.environ.get(
     "OUTCOMES_BENCH_PG_ADMIN", "postgresql://postgres@127.0.0.1:5432/postgres"
 )
@@ -54,6 +57,24 @@ def scratch_database(prefix: str, admin_url: str = ADMIN_URL) -> Iterator[str]:
         yield _database_url(admin_url, name)
     finally:
         _admin_execute(admin_url, drop)
+
+
+def sql_store(url: str, *, pool_size: int = 5) -> SqlStore:
+    """The ledger's store on this database, as `open_store` opens it; a SqlStore, because the
+    benchmarks also look at its tables (`connection()`) and its engine. Close it when done."""
+    return SqlStore(make_engine(sqlalchemy_url(url), pool_size=pool_size))
+
+
+def migrate(url: str) -> None:
+    """Create or upgrade the ledger's schema in this database, to head."""
+    with sql_store(url, pool_size=1) as store:
+        store.upgrade_schema()
+
+
+def server_settings(conn: psycopg.Connection[Any], names: Sequence[str]) -> dict[str, str]:
+    """These Postgres settings as the server reports them (each report prints a few)."""
+    query = "SELECT current_setting(%s)"
+    return {name: str(conn.execute(query, (name,)).fetchall()[0][0]) for name in names}
 
 
 @contextmanager

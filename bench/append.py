@@ -1,4 +1,4 @@
-"""Append benchmark: one event per transaction, the ledger's EventStore vs raw psycopg 3.
+"""Append benchmark: one event per transaction, the ledger's SqlStore vs raw psycopg 3.
 
 Run:  cd /work/main && .venv/bin/python -m bench.append [--n 1000] [--rounds 5] [--chunk 50]
                                                          [--json] [--database-url URL]
@@ -7,12 +7,13 @@ Three variants, on the same Postgres and the same migrated `events` table (trigg
 
 - baseline     raw psycopg 3 (no SQLAlchemy), one connection: INSERT one row shaped like a
                ledger event (data, hash computed beforehand), then commit(). N times.
-- append_new   EventStore.append("job-<uuid>", [JobAccepted], expected_version=0) for N new job
-               streams, through open_store() (SQLAlchemy engine, default projections). Whatever
-               the store does is timed; at the time of writing that is one transaction of
-               BEGIN, head SELECT, advisory lock, INSERT ... RETURNING, pg_notify (JobNotifier),
-               jobs read-model INSERT, COMMIT: 7 round trips against the baseline's 3.
-- append_next  EventStore.append(the same streams, [WorkStarted], expected_version=1): as above,
+- append_new   SqlStore.append("job-<uuid>", [JobAccepted], expected_version=0) for N new job
+               streams, opened as open_store() opens it (SQLAlchemy engine, default
+               projections). Whatever the store does is timed; at the time of writing that is
+               one transaction of BEGIN, advisory lock, head SELECT, INSERT ... RETURNING,
+               pg_notify (JobNotifier), jobs read-model INSERT, COMMIT: 7 round trips against
+               the baseline's 3.
+- append_next  SqlStore.append(the same streams, [WorkStarted], expected_version=1): as above,
                but the jobs read model is loaded (SELECT) and UPDATEd: 8 round trips.
 
 Inputs (payloads, baseline rows and their hashes) are built before the clock starts; hashing,
@@ -53,16 +54,16 @@ from bench._common import (
     Timing,
     exit_cleanly_on_sigterm,
     libpq_url,
+    migrate,
     render_table,
     scratch_database,
-    sqlalchemy_url,
+    server_settings,
+    sql_store,
     timed,
 )
 from ledger.chain import event_hash, normalize_data
 from ledger.events import JobAccepted, NewEvent, WorkStarted, job_stream
-from ledger.persistence.migrate import upgrade
-from ledger.persistence.open import open_store
-from ledger.persistence.store import EventStore
+from ledger.persistence.store import SqlStore
 
 GOAL = 0.7
 WARMUP_N = 200
@@ -173,7 +174,7 @@ def insert_rows(conn: psycopg.Connection[Any], rows: Sequence[BaselineRow]) -> N
         conn.commit()
 
 
-def append_each(store: EventStore, appends: Sequence[Append], expected_version: int) -> None:
+def append_each(store: SqlStore, appends: Sequence[Append], expected_version: int) -> None:
     for stream_id, event in appends:
         store.append(stream_id, [event], expected_version=expected_version)
 
@@ -199,7 +200,7 @@ class RoundInputs:
 
 @dataclass
 class Bench:
-    store: EventStore
+    store: SqlStore
     conn: psycopg.Connection[Any]
     chunk: int
     turns: int = 0  # chunks run so far: the baseline goes first on even turns, last on odd
@@ -249,28 +250,19 @@ def ledger_database(url: str | None) -> Iterator[str]:
     """The given database, or a scratch one dropped afterwards; migrated to head either way."""
     with ExitStack() as stack:
         target = url or stack.enter_context(scratch_database("outcomes_bench"))
-        store = open_store(sqlalchemy_url(target), pool_size=1)
-        try:
-            upgrade(store.engine)
-        finally:
-            store.engine.dispose()
+        migrate(target)
         yield target
 
 
 @contextmanager
 def connected(url: str, chunk: int) -> Iterator[Bench]:
-    store = open_store(sqlalchemy_url(url))
-    try:
-        with psycopg.connect(libpq_url(url)) as conn:
-            yield Bench(store, conn, chunk)
-    finally:
-        store.engine.dispose()
+    with sql_store(url) as store, psycopg.connect(libpq_url(url)) as conn:
+        yield Bench(store, conn, chunk)
 
 
-def server_settings(conn: psycopg.Connection[Any]) -> dict[str, str]:
+def postgres_settings(conn: psycopg.Connection[Any]) -> dict[str, str]:
     names = ("server_version", "synchronous_commit", "fsync", "wal_sync_method")
-    query = "SELECT current_setting(%s)"
-    settings = {name: str(conn.execute(query, (name,)).fetchall()[0][0]) for name in names}
+    settings = server_settings(conn, names)
     conn.commit()
     return settings
 
@@ -360,7 +352,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ledger_database(options.database_url) as url,
         connected(url, options.chunk) as bench,
     ):
-        server = server_settings(bench.conn)
+        server = postgres_settings(bench.conn)
         summaries = run_rounds(bench, options)
     run = Run(options, server, (load_before, os.getloadavg()[0]), summaries)
     print(report_json(run) if options.as_json else report_table(run))

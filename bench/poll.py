@@ -5,8 +5,9 @@ Run:  cd /work/main && .venv/bin/python -m bench.poll [--requests 2000] [--round
 
 One uvicorn process on 127.0.0.1 (one worker, default settings, no access log) serves the
 API built by `create_app` plus one extra route, `/bench/bare/{job_id}`: a plain FastAPI
-endpoint doing one indexed SELECT of the jobs read model through the same EventStore (same
-pool). The load generator is this process: keep-alive HTTP/1.1 connections in asyncio.
+endpoint doing one indexed SELECT of the jobs read model through the same store (same pool,
+the same single-statement read as the API's, `quick_read`). The load generator is this
+process: keep-alive HTTP/1.1 connections in asyncio.
 
 1. Reads: `--rounds` rounds of `--requests` GETs per variant over `--concurrency`
    connections, interleaved (the bare endpoint first in even rounds) to cancel drift; both
@@ -46,14 +47,21 @@ from fastapi import FastAPI, HTTPException
 from sqlalchemy import select
 
 from api.app import create_app
-from bench._common import exit_cleanly_on_sigterm, render_table, scratch_database, sqlalchemy_url
+from bench._common import (
+    exit_cleanly_on_sigterm,
+    migrate,
+    render_table,
+    scratch_database,
+    sql_store,
+    sqlalchemy_url,
+)
 from ledger.events import JobAccepted, NewEvent, WorkStarted, WorkSucceeded, job_stream
-from ledger.persistence.audit_queries import one_statement
-from ledger.persistence.migrate import upgrade
-from ledger.persistence.open import open_store
+from ledger.persistence.base import NO_STREAM, Store
 from ledger.persistence.schema import jobs
-from ledger.persistence.store import NO_STREAM, EventStore
-from ledger.persistence.tokens import create_token
+from ledger.persistence.sql_reads import SqlReads
+from ledger.persistence.store import SqlStore
+from ledger.services import tokens
+from ledger.services.ledger import Ledger
 
 READ_GOAL, WAKE_GOAL_MS = 0.8, 20.0
 SEEDED_JOBS = 200
@@ -100,14 +108,16 @@ class NoDispatch:
         return None
 
 
-def bench_app(store: EventStore) -> FastAPI:
-    app = create_app(store, NoDispatch())
+def bench_app(store: SqlStore) -> FastAPI:
+    app = create_app(Ledger(store), NoDispatch())
 
     @app.get("/bench/bare/{job_id}", include_in_schema=False)
     def bare(job_id: str) -> object:
         # The same connection discipline as the API's reads: one statement, one round trip.
-        with one_statement(store) as conn:
-            row = conn.execute(select(jobs.c.view).where(jobs.c.job_id == job_id)).first()
+        with store.quick_read() as reads:
+            assert isinstance(reads, SqlReads)  # its connection, for a bare SELECT
+            query = select(jobs.c.view).where(jobs.c.job_id == job_id)
+            row = reads.conn.execute(query).first()
         if row is None:
             raise HTTPException(404)
         return row.view
@@ -121,7 +131,7 @@ def bench_app(store: EventStore) -> FastAPI:
 
 def serve(database_url: str, port: int) -> None:
     raise_file_limit()
-    store = open_store(database_url)
+    store = sql_store(database_url)
     uvicorn.run(
         bench_app(store),
         host="127.0.0.1",
@@ -225,7 +235,7 @@ def percentile(values: list[float], pct: float) -> float:
 # --- the ledger side ----------------------------------------------------------------------------
 
 
-def queued_jobs(store: EventStore, n: int, account: str) -> list[str]:
+def queued_jobs(store: Store, n: int, account: str) -> list[str]:
     ids = [str(uuid.uuid4()) for _ in range(n)]
     for job_id in ids:
         payload = JobAccepted(account=account, tool="bench.echo", args={"n": 1})
@@ -241,14 +251,14 @@ def outcome() -> list[NewEvent]:
     ]
 
 
-def record_outcomes(store: EventStore, ids: list[str], done: dict[str, float]) -> None:
+def record_outcomes(store: Store, ids: list[str], done: dict[str, float]) -> None:
     for job_id in ids:
         store.append(job_stream(job_id), outcome())
         done[job_id] = time.perf_counter()  # committed: the waiter may answer from now on
         time.sleep(PACE_S)
 
 
-async def wake_ups(port: int, store: EventStore, token: str, ids: list[str]) -> list[float]:
+async def wake_ups(port: int, store: Store, token: str, ids: list[str]) -> list[float]:
     connections = [await Connection.open(port) for _ in ids]
     answered: dict[str, float] = {}
     done: dict[str, float] = {}
@@ -287,9 +297,9 @@ async def until_watching(port: int, n: int) -> None:
 
 def run(options: Options, database_url: str) -> dict[str, object]:
     upgrade_url = sqlalchemy_url(database_url)
-    store = open_store(upgrade_url)
-    upgrade(store.engine)
-    token = create_token(store, "bench", "agent", None, actor="bench").token
+    migrate(upgrade_url)
+    store = sql_store(upgrade_url)
+    token = tokens.create(Ledger(store), "bench", "agent", None, actor="bench").token
     paths = {OURS: [f"/v1/jobs/{j}" for j in queued_jobs(store, SEEDED_JOBS, "bench")]}
     paths[BARE] = [p.replace("/v1/jobs/", "/bench/bare/") for p in paths[OURS]]
     child, port = start_server(upgrade_url)
@@ -300,7 +310,7 @@ def run(options: Options, database_url: str) -> dict[str, object]:
     finally:
         child.terminate()
         child.wait(10)
-        store.engine.dispose()
+        store.close()
     return report(reads, wakes)
 
 

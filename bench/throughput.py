@@ -9,7 +9,7 @@ One run, the same RabbitMQ and the same Postgres for all three; each variant get
 same pool and concurrency, its own fresh queue, and the same worker flags (no heartbeat, gossip
 or mingle), log level, prefetch multiplier (OUTCOMES_PREFETCH, default 4) and late acks:
 
-- ours               `ledger.persistence.submit.submit(...)` with a `workers.dispatch.
+- ours               `ledger.services.submit.submit(...)` with a `workers.dispatch.
                      CeleryDispatcher` for a no-op, non-spending tool (bench/throughput_tools.py,
                      loaded with OUTCOMES_TOOLS), executed by a real `outcomes worker`: decision,
                      claim (brake re-check, work.started, lease) and outcome, all recorded. Done
@@ -59,7 +59,10 @@ from sqlalchemy import create_engine
 from bench._common import (
     exit_cleanly_on_sigterm,
     libpq_url,
+    migrate,
     scratch_database,
+    server_settings,
+    sql_store,
     sqlalchemy_url,
 )
 from bench.throughput_report import RunInfo, load_average, report_json, report_table, summarize
@@ -82,8 +85,7 @@ from bench.throughput_workers import (
     ledger_worker_argv,
     running_worker,
 )
-from ledger.persistence.migrate import upgrade
-from ledger.persistence.open import open_store
+from ledger.services.ledger import Ledger
 from ledger.settings import Settings
 from workers.app import make_celery
 from workers.dispatch import CeleryDispatcher
@@ -137,11 +139,7 @@ class Setup:
 
 def _migrated(stack: ExitStack) -> str:
     url = stack.enter_context(scratch_database("outcomes_tput_ledger"))
-    store = open_store(sqlalchemy_url(url), pool_size=1)
-    try:
-        upgrade(store.engine)
-    finally:
-        store.engine.dispose()
+    migrate(url)
     return url
 
 
@@ -173,8 +171,7 @@ def _ours(stack: ExitStack, options: Options, queue: str, logs: Path) -> LedgerV
         lease_s=30.0,
         dispatch_timeout_s=30.0,
     )
-    store = open_store(settings.database_url, pool_size=2)
-    stack.callback(store.engine.dispose)
+    ledger = stack.enter_context(Ledger(sql_store(settings.database_url, pool_size=2)))
     app = make_celery(settings)
     stack.callback(app.close)
     env = {
@@ -184,7 +181,7 @@ def _ours(stack: ExitStack, options: Options, queue: str, logs: Path) -> LedgerV
         "OUTCOMES_QUEUE": queue,
     }
     worker = stack.enter_context(running_worker(OURS, ledger_worker_argv(options.pool), env, logs))
-    return LedgerVariant(store, CeleryDispatcher(app, queue), _autocommit(stack, url), worker)
+    return LedgerVariant(ledger, CeleryDispatcher(app, queue), _autocommit(stack, url), worker)
 
 
 def _baseline_env(options: Options, queue: str, counter: str, backend: str) -> dict[str, str]:
@@ -229,14 +226,12 @@ def set_up(stack: ExitStack, options: Options) -> Setup:
         _backend(stack, options, queues[BACKEND], logs),
     ]
     workers = [v.worker for v in variants]
-    return Setup(variants, workers, server_settings(variants[0]))
+    return Setup(variants, workers, postgres_settings(variants[0]))
 
 
-def server_settings(ours: Variant) -> dict[str, str]:
+def postgres_settings(ours: Variant) -> dict[str, str]:
     assert isinstance(ours, LedgerVariant)
-    names = ("server_version", "synchronous_commit", "fsync")
-    query = "SELECT current_setting(%s)"
-    return {n: str(row[0]) for n in names if (row := ours.poll.execute(query, (n,)).fetchone())}
+    return server_settings(ours.poll, ("server_version", "synchronous_commit", "fsync"))
 
 
 # --- running -----------------------------------------------------------------------------------

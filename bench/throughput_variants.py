@@ -17,8 +17,8 @@ from bench.throughput_tasks import NOOP_TASK
 from bench.throughput_tools import NOOP_TOOL
 from bench.throughput_workers import WorkerProcess, pids_cpu, wait_until
 from ledger.decisions import Caller, JobRequest
-from ledger.persistence.store import EventStore
-from ledger.persistence.submit import submit
+from ledger.services.ledger import Ledger
+from ledger.services.submit import submit
 from workers.dispatch import CeleryDispatcher
 
 OURS, BARE, BACKEND = "ours", "bare_celery", "celery_db_backend"
@@ -71,7 +71,7 @@ class LedgerVariant:
     """Ours: `submit(...)` (decision in one transaction, then the id to RabbitMQ) and real
     `outcomes worker` processes that claim, run and record each job."""
 
-    store: EventStore
+    ledger: Ledger
     dispatcher: CeleryDispatcher
     poll: psycopg.Connection[Any]  # autocommit, to the ledger's database
     worker: WorkerProcess
@@ -86,7 +86,7 @@ class LedgerVariant:
         refused = 0
         started = time.perf_counter()
         for request in requests:
-            refused += not submit(self.store, caller, request, self.dispatcher).view.accepted
+            refused += not submit(self.ledger, caller, request, self.dispatcher).view.accepted
         sent = time.perf_counter()
         if refused:
             raise RoundFailedError(f"{self.name}: {refused} of {n} jobs were refused")

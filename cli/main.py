@@ -1,4 +1,4 @@
-"""The `outcomes` command: operators' and auditors' entry point (DESIGN §6)."""
+"""The `outcomes` command: operators' and auditors' entry point (contract §6)."""
 
 from __future__ import annotations
 

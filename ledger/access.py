@@ -1,4 +1,4 @@
-"""Who may call: accounts, roles and API tokens (DESIGN §6). Pure rules, no storage."""
+"""Who may call: accounts, roles and API tokens (contract §6). Pure rules, no storage."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The emergency brake's rules (DESIGN §5): scopes, and which brakes hold a job."""
+"""The emergency brake's rules (contract §5): scopes, and which brakes hold a job."""
 
 from __future__ import annotations
 

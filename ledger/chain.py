@@ -1,4 +1,4 @@
-"""The per-stream hash chain: canonical encoding, hashing and verification (DESIGN §2).
+"""The per-stream hash chain: canonical encoding, hashing and verification (contract §2).
 
 Each event's hash covers its identity, place, content and the previous hash in the same
 stream, so an edited or deleted row breaks the chain at that point. A history re-hashed end to

@@ -1,4 +1,4 @@
-"""From what a tool did to the one event that records it (pure; DESIGN §3, §4).
+"""From what a tool did to the one event that records it (pure; contract §3, §4).
 
 A deliberate refusal (`ToolFailure`) and an unexpected crash land in the same handler but never
 in the same code: a crash is `TOOL_CRASHED`, so reading the record tells them apart.

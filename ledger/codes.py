@@ -1,4 +1,4 @@
-"""Failure codes, job statuses and the agent's next action (DESIGN §3, seed tables)."""
+"""Failure codes, job statuses and the agent's next action (contract §3, seed tables)."""
 
 from __future__ import annotations
 

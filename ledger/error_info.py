@@ -1,4 +1,4 @@
-"""The `error` object of the outcome envelope (DESIGN §3): ten keys, always all present."""
+"""The `error` object of the outcome envelope (contract §3): ten keys, always all present."""
 
 from __future__ import annotations
 

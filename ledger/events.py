@@ -1,6 +1,6 @@
 """Event payloads (one frozen model per event type, tagged by `type`) and recorded events.
 
-The job-stream types below are the whole contract of DESIGN §2: a new one is a contract change.
+The job-stream types below are the whole contract of contract §2: a new one is a contract change.
 """
 
 from __future__ import annotations
@@ -208,7 +208,7 @@ JOB_EVENT_TYPES = frozenset(
         "job.outcome_missing",
     }
 )
-# At most one of these per job; the database enforces it (DESIGN §2).
+# At most one of these per job; the database enforces it (contract §2).
 TERMINAL_EVENT_TYPES = frozenset(
     {
         "job.refused",

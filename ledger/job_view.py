@@ -86,7 +86,7 @@ class JobView(BaseModel):
 
 
 class JobEnvelope(BaseModel):
-    """`GET /v1/jobs/{job_id}` (DESIGN §3)."""
+    """`GET /v1/jobs/{job_id}` (contract §3)."""
 
     job_id: str
     account: str

@@ -1,4 +1,4 @@
-"""What a tool returns (or raises): the tool authors' side of the outcome contract (DESIGN §4).
+"""What a tool returns (or raises): the tool authors' side of the outcome contract (contract §4).
 
 A tool returns `Succeeded`, `Declined` or `Partial`, or raises `ToolFailure`. Anything else it
 returns is not an outcome and is recorded as `OUTCOME_MISSING` (`no_outcome_returned`).

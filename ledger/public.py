@@ -1,4 +1,4 @@
-"""What interfaces may show of a recorded event (DESIGN §3): the one serializer behind the
+"""What interfaces may show of a recorded event (contract §3): the one serializer behind the
 HTTP event pages, the CLI's tables and files, and the export.
 
 Job arguments keep their keys but not their values (an agent may have put a secret in one),

@@ -1,4 +1,4 @@
-"""The reconciler's rules (pure: open jobs and a clock in, findings out; DESIGN §2 to §4).
+"""The reconciler's rules (pure: open jobs and a clock in, findings out; contract §2 to §4).
 
 Silence must not look like success or like "still running" forever:
 - accepted (or due for retry) but never started past the dispatch deadline → re-dispatch,

@@ -1,6 +1,6 @@
 """Remove secrets from text that operators and auditors will read (exception text, details).
 
-No secret leaves the ledger through any interface (DESIGN §3): tokens, keys, passwords and
+No secret leaves the ledger through any interface (contract §3): tokens, keys, passwords and
 URLs' credentials are replaced before anything is recorded.
 """
 

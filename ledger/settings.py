@@ -1,4 +1,4 @@
-"""Configuration from the environment (DESIGN §6), read in one place."""
+"""Configuration from the environment (contract §6), read in one place."""
 
 from __future__ import annotations
 

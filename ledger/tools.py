@@ -1,4 +1,4 @@
-"""The tools registry and the tool authors' API (DESIGN §4).
+"""The tools registry and the tool authors' API (contract §4).
 
     @tool("tracker.read_issue", spends=False, timeout_s=30, max_attempts=3)
     def read_issue(args: ReadIssue, ctx: ToolContext) -> Succeeded | Declined | Partial: ...

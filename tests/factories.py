@@ -26,7 +26,7 @@ from ledger.persistence.store import SqlStore
 from ledger.services import audit
 from ledger.services.ledger import Ledger
 
-# The `error` object's ten keys (DESIGN §3), as the contract states them.
+# The `error` object's ten keys (contract §3), as the contract states them.
 ERROR_KEYS = frozenset(
     {
         "code",

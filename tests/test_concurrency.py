@@ -1,4 +1,4 @@
-"""Concurrent writers and tailing readers, on SQLite and on Postgres (DESIGN §2).
+"""Concurrent writers and tailing readers, on SQLite and on Postgres (contract §2).
 
 Writers are separate OS processes (multiprocessing "spawn"), each with its own engine, as the
 API processes and Celery workers of a deployment are. Two properties are proved:
@@ -402,7 +402,7 @@ def _naive_read_after(conn: psycopg.Connection[tuple[int]], after: int) -> list[
 def test_without_a_lock_a_reader_after_n_skips_a_lower_position_committed_late(
     pg_database: str,
 ) -> None:
-    """The hazard of DESIGN §2 on a plain BIGSERIAL table (not the ledger's): positions are
+    """The hazard of contract §2 on a plain BIGSERIAL table (not the ledger's): positions are
     handed out at insert but become visible at commit."""
     dsn = psycopg_dsn(pg_database)
     with psycopg.connect(dsn, autocommit=True) as admin:

@@ -59,7 +59,7 @@ REFUSALS = (Code.QUOTA_EXCEEDED, Code.INPUT_MISSING, Code.CAPABILITY_UNAVAILABLE
 
 Snapshot = dict[str, list[dict[str, Any]]]
 
-# Status and next action per lifecycle: the seed table of DESIGN §3 (None: depends on spends).
+# Status and next action per lifecycle: the seed table of contract §3 (None: depends on spends).
 EXPECTED: dict[str, tuple[Status, NextAction | None]] = {
     "succeeded": (Status.SUCCEEDED, NextAction.ACCEPT),
     "declined": (Status.DECLINED, NextAction.ACCEPT),
@@ -240,7 +240,7 @@ def job_plans(rng: random.Random, brake_ids: list[str]) -> list[Plan]:
     plans = []
     for kind in EXPECTED:
         for n in range(JOBS_PER_KIND):
-            # Retried jobs never spend (DESIGN §4); lost jobs alternate so both branches show.
+            # Retried jobs never spend (contract §4); lost jobs alternate so both branches show.
             spends = n % 2 == 0 if kind == "lost" else rng.random() < 0.5
             script = JobScript(rng, kind, spends and kind not in {"retried", "retrying"})
             payloads, plan = job_payloads(script, brake_ids)

@@ -1,4 +1,4 @@
-"""Tampering with the recorded events, on SQLite and on Postgres (DESIGN §2).
+"""Tampering with the recorded events, on SQLite and on Postgres (contract §2).
 
 The events table refuses UPDATE, DELETE (and on Postgres TRUNCATE) from everyone. Someone who
 goes around that (a superuser disabling the triggers, anyone holding the SQLite file) is caught

@@ -29,7 +29,7 @@ from ledger.token_view import TokenView
 
 NO_STREAM = 0  # expected_version for a stream that must not exist yet
 # The lock workers take shared while they check the brake and claim, and `brake pull` takes
-# exclusive, so that no work starts after a pull has committed (DESIGN §5).
+# exclusive, so that no work starts after a pull has committed (contract §5).
 BRAKES_LOCK = "brakes"
 V = TypeVar("V")
 

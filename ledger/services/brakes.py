@@ -14,7 +14,7 @@ from ledger.services.ledger import Ledger
 
 
 def pull(ledger: Ledger, scope: str, reason: str, operator: str) -> BrakeView:
-    """Pull a brake. Once this returns, no job in its scope starts (DESIGN §5)."""
+    """Pull a brake. Once this returns, no job in its scope starts (contract §5)."""
     scope = parse_scope(scope)
     if not reason.strip():
         raise RequestError("a brake needs a reason")

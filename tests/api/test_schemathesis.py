@@ -62,7 +62,7 @@ def config(seed: int) -> SchemathesisConfig:
             "operations": [
                 {
                     # A schema-valid body is still a decision: the tool may be unknown to this
-                    # deployment or its args may break the tool's own schema. DESIGN §6 records
+                    # deployment or its args may break the tool's own schema. contract §6 records
                     # those and answers 422 with the job_id; the document says so.
                     "include-path": "/v1/jobs",
                     "include-method": "POST",

@@ -1,7 +1,7 @@
 """Reliability matrix, the emergency brake (scenario 7): pulled with jobs queued, pulled during
 long multi-step work, brake state unreadable (fail closed), pulled then every worker restarted.
 
-The promise (DESIGN §5): no work starts after a pull has committed, and if the brake state
+The promise (contract §5): no work starts after a pull has committed, and if the brake state
 cannot be read, no work starts at all.
 """
 
@@ -106,7 +106,7 @@ def test_brake_pulled_with_jobs_queued(deployment: Deployment) -> None:
     done = wait_terminal(dep.store, [*running, *held], timeout_s=60)
     counters = deployment_verdict(dep, "7a brake pulled with jobs queued")
 
-    assert started_after_pull(Ledger(dep.store)) == {}
+    assert started_after_pull(dep.store) == {}
     assert {done[j].status for j in running} == {Status.SUCCEEDED}  # started before the pull
     for job_id in held:
         assert_held(done[job_id], brake)
@@ -213,7 +213,7 @@ def test_brake_survives_restarting_every_worker(deployment: Deployment) -> None:
         dep.dispatcher.dispatch(job_id)
     dep.start_workers(count=2, concurrency=2)
     done = wait_terminal(dep.store, held, timeout_s=60)
-    assert started_after_pull(Ledger(dep.store)) == {}
+    assert started_after_pull(dep.store) == {}
     for job_id in held:
         assert_held(done[job_id], brake)
 

@@ -3,7 +3,7 @@ Authorization header and in a tool's exception text must not come out of any int
 responses, the API's logs, the workers' logs, broker messages.
 
 Honest scope: the ledger itself keeps the arguments (they are the auditors' record of what was
-asked); the promise (DESIGN §3) is about what leaves it. Where an interface serves the stored
+asked); the promise (contract §3) is about what leaves it. Where an interface serves the stored
 arguments back, the test says so and that part is an expected failure naming the bug.
 """
 

@@ -1,0 +1,144 @@
+"""Brakes, tokens, reading jobs as a caller, and auditing, on a ledger in memory."""
+
+from __future__ import annotations
+
+import pytest
+
+from ledger.codes import Code
+from ledger.decisions import Caller, JobRequest
+from ledger.errors import (
+    BrakeNotFoundError,
+    InvalidScopeError,
+    JobNotFoundError,
+    NotAuthenticatedError,
+    RequestError,
+    TokenError,
+)
+from ledger.outcomes import Succeeded
+from ledger.queries import EventFilter
+from ledger.services import audit, brakes, jobs, tokens
+from ledger.services.execute import Executor
+from ledger.services.ledger import Ledger
+from ledger.services.submit import submit
+from ledger.tools import ToolContext, tool
+from tests.tools import ECHO, EchoArgs
+
+
+def agent_job(ledger: Ledger, account: str = "acme", text: str = "x") -> str:
+    request = JobRequest(ECHO, {"text": text})
+    return submit(ledger, Caller(account, f"tok-{account}"), request).view.job_id
+
+
+def test_brakes_pull_list_and_release(memory_ledger: Ledger) -> None:
+    agent_job(memory_ledger, "acme")
+    agent_job(memory_ledger, "beta")
+    own = brakes.pull(memory_ledger, "account:acme", "fraud review", "olga")
+    other = brakes.pull(memory_ledger, "account:beta", "fraud review", "olga")
+    every = brakes.pull(memory_ledger, "global", "incident", "olga")
+    assert [b.brake_id for b in brakes.active(memory_ledger)] == [
+        own.brake_id,
+        other.brake_id,
+        every.brake_id,
+    ]
+    everyone = {h.brake.brake_id: h.queued_jobs for h in brakes.holds(memory_ledger)}
+    assert everyone == {own.brake_id: 1, other.brake_id: 1, every.brake_id: 2}
+    seen_by_acme = {h.brake.brake_id: h.queued_jobs for h in brakes.holds(memory_ledger, "acme")}
+    assert seen_by_acme == {own.brake_id: 1, every.brake_id: 1}  # beta's brake stays hidden
+    released = brakes.release(memory_ledger, every.brake_id, "over", "olga")
+    assert (released.active, released.released_by) == (False, "olga")
+    with pytest.raises(BrakeNotFoundError):
+        brakes.release(memory_ledger, every.brake_id, "again", "olga")
+
+
+@pytest.mark.parametrize(("scope", "reason"), [("planet:earth", "r"), ("tool:", "r")])
+def test_a_bad_scope_is_refused(memory_ledger: Ledger, scope: str, reason: str) -> None:
+    with pytest.raises(InvalidScopeError):
+        brakes.pull(memory_ledger, scope, reason, "olga")
+    with pytest.raises(RequestError):
+        brakes.pull(memory_ledger, "global", "  ", "olga")
+    assert brakes.active(memory_ledger) == []
+
+
+def test_tokens_are_stored_hashed_and_checked_one_way(memory_ledger: Ledger) -> None:
+    issued = tokens.create(memory_ledger, "acme", "agent", ["b.x", "a.y", "a.y"], "cli:olga")
+    assert issued.view.tools == ["a.y", "b.x"] and issued.token.startswith("ol_")
+    assert issued.token not in str(memory_ledger.store.read_after(0))  # only the hash is kept
+    assert tokens.authenticate(memory_ledger, issued.token) == issued.view
+    tokens.revoke(memory_ledger, issued.view.token_id, "cli:olga")
+    for presented in (issued.token, "ol_never_issued"):
+        with pytest.raises(NotAuthenticatedError):
+            tokens.authenticate(memory_ledger, presented)
+    assert [t.revoked for t in tokens.list_all(memory_ledger)] == [True]
+    with pytest.raises(TokenError):
+        tokens.create(memory_ledger, "Not An Account", "agent", None, "cli:olga")
+    with pytest.raises(TokenError):
+        tokens.create(memory_ledger, "acme", "root", None, "cli:olga")
+    with pytest.raises(TokenError):
+        tokens.revoke(memory_ledger, "no-such-token", "cli:olga")
+
+
+def test_a_job_is_seen_by_its_account_and_the_deployment_only(memory_ledger: Ledger) -> None:
+    job_id = agent_job(memory_ledger, "acme")
+    acme = tokens.create(memory_ledger, "acme", "agent", None, "t")
+    beta = tokens.create(memory_ledger, "beta", "agent", None, "t")
+    auditor = tokens.create(memory_ledger, "*", "auditor", None, "t")
+    assert jobs.get_as(memory_ledger, acme.token, job_id)[1].job_id == job_id
+    assert jobs.get_as(memory_ledger, auditor.token, job_id)[1].job_id == job_id
+    assert jobs.get(memory_ledger, job_id).job_id == job_id  # the operator at the CLI
+    for unknown in ("6b1f5f3e-0000-4000-8000-000000000000", "not-a-uuid"):
+        with pytest.raises(JobNotFoundError):
+            jobs.get_as(memory_ledger, acme.token, unknown)
+    with pytest.raises(JobNotFoundError):  # another account's job looks like no job at all
+        jobs.get_as(memory_ledger, beta.token, job_id)
+    with pytest.raises(NotAuthenticatedError):  # the token first, then the job
+        jobs.get_as(memory_ledger, "ol_wrong", job_id)
+
+
+@tool("access.crash")
+def crash(args: EchoArgs, ctx: ToolContext) -> Succeeded:
+    raise RuntimeError(f"the parser choked on {args.text!r}")
+
+
+def test_failure_detail_is_for_operators_and_auditors_only(memory_ledger: Ledger) -> None:
+    request = JobRequest("access.crash", {"text": "x"})
+    job_id = submit(memory_ledger, Caller("acme", "tok-acme"), request).view.job_id
+    Executor(memory_ledger, "w-1").execute(job_id)
+    agent = tokens.authenticate(
+        memory_ledger, tokens.create(memory_ledger, "acme", "agent", None, "t").token
+    )
+    operator = tokens.authenticate(
+        memory_ledger, tokens.create(memory_ledger, "*", "operator", None, "t").token
+    )
+    shown = jobs.events(memory_ledger, job_id, agent)
+    assert [e["type"] for e in shown] == ["job.accepted", "work.started", "work.failed"]
+    assert shown[0]["data"]["args"] == {"text": "(redacted)"}
+    assert set(shown[0]) == {"position", "type", "code", "recorded_at", "data"}
+    assert "detail" not in shown[2]["data"]
+    for_operator = jobs.events(memory_ledger, job_id, operator)
+    assert "the parser choked" in for_operator[2]["data"]["detail"]
+    with pytest.raises(JobNotFoundError):
+        jobs.events(
+            memory_ledger,
+            job_id,
+            tokens.authenticate(
+                memory_ledger, tokens.create(memory_ledger, "beta", "agent", None, "t").token
+            ),
+        )
+
+
+def test_audit_verifies_digests_and_summarizes(memory_ledger: Ledger) -> None:
+    for account in ("acme", "acme", "beta"):
+        agent_job(memory_ledger, account)
+    submit(memory_ledger, Caller("acme", "t"), JobRequest("nobody.has_it", {}))
+    digest = audit.take_digest(memory_ledger)
+    assert (digest.position, digest.events, len(digest.heads)) == (4, 4, 4)
+    agent_job(memory_ledger, "beta")
+    progress: list[int] = []
+    report = audit.verify(memory_ledger, digest, progress=progress.append)
+    assert report.ok and report.events_checked == 5 and sum(progress) == 5
+    summary = audit.summary(memory_ledger, None)
+    assert summary.by_account == {"acme": 3, "beta": 2}
+    assert summary.by_code == {Code.CAPABILITY_UNAVAILABLE.value: 1}
+    refused = audit.events(memory_ledger, EventFilter(type="job.refused"))
+    assert [e.code for e in refused] == [Code.CAPABILITY_UNAVAILABLE]
+    assert audit.size(memory_ledger) == 5 and len(list(audit.every_event(memory_ledger))) == 5

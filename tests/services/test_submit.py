@@ -1,0 +1,114 @@
+"""The decision at submit, on a ledger in memory: every refusal names its precondition and is
+recorded; an acceptance is dispatched once; a key replays; a broker that is down loses nothing."""
+
+from __future__ import annotations
+
+import pytest
+
+from ledger.codes import Code, Status
+from ledger.decisions import Caller, JobRequest
+from ledger.errors import DispatchError, IdempotencyConflictError
+from ledger.events import job_stream
+from ledger.services import brakes
+from ledger.services.ledger import Ledger
+from ledger.services.submit import submit
+from tests.factories import Recorder, get_job
+from tests.tools import ECHO, METERED, OFF, QUOTA
+
+AGENT = Caller(account="acme", token_id="tok-acme")
+
+
+def test_an_accepted_job_is_recorded_queued_and_dispatched_once(memory_ledger: Ledger) -> None:
+    recorder = Recorder()
+    submitted = submit(memory_ledger, AGENT, JobRequest(ECHO, {"text": "hi"}), recorder)
+    view = submitted.view
+    assert (view.status, view.accepted, view.attempts, submitted.replayed) == (
+        Status.QUEUED,
+        True,
+        0,
+        False,
+    )
+    assert recorder.sent == [view.job_id]
+    assert get_job(memory_ledger, view.job_id) == view  # the view is what the store holds
+    (event,) = memory_ledger.store.read_stream(job_stream(view.job_id))
+    assert (event.type, event.actor, event.data["args"]) == (
+        "job.accepted",
+        "tok-acme",
+        {"text": "hi"},
+    )
+
+
+@pytest.mark.parametrize(
+    ("tool", "args", "caller", "code"),
+    [
+        ("nobody.has_this", {}, AGENT, Code.CAPABILITY_UNAVAILABLE),
+        (OFF, {"text": "x"}, AGENT, Code.CAPABILITY_UNAVAILABLE),
+        (ECHO, {"text": "x"}, Caller("acme", "tok", frozenset({METERED})), Code.ACCESS_DENIED),
+        (ECHO, {}, AGENT, Code.INPUT_MISSING),
+        (ECHO, {"text": "x", "times": "many"}, AGENT, Code.INPUT_INVALID),
+    ],
+)
+def test_a_refusal_is_recorded_with_its_code_and_never_dispatched(
+    memory_ledger: Ledger, tool: str, args: dict[str, object], caller: Caller, code: Code
+) -> None:
+    recorder = Recorder()
+    view = submit(memory_ledger, caller, JobRequest(tool, args), recorder).view
+    assert (view.status, view.code, view.attempts, view.next_action) == (
+        Status.REFUSED,
+        code,
+        0,
+        "satisfy_precondition",
+    )
+    assert view.error is not None and view.error.fix
+    assert recorder.sent == []
+    assert get_job(memory_ledger, view.job_id) == view
+
+
+def test_a_brake_refuses_at_submit_naming_itself(memory_ledger: Ledger) -> None:
+    pulled = brakes.pull(memory_ledger, f"tool:{ECHO}", "provider incident", "olga")
+    view = submit(memory_ledger, AGENT, JobRequest(ECHO, {"text": "x"})).view
+    assert view.error is not None
+    assert (view.status, view.code, view.error.cause) == (
+        Status.REFUSED,
+        Code.BRAKE_ENGAGED,
+        pulled.brake_id,
+    )
+    brakes.release(memory_ledger, pulled.brake_id, "resolved", "olga")
+    assert submit(memory_ledger, AGENT, JobRequest(ECHO, {"text": "x"})).view.accepted
+
+
+def test_the_quota_counts_accepted_jobs_and_says_when_to_retry(memory_ledger: Ledger) -> None:
+    views = [
+        submit(memory_ledger, AGENT, JobRequest(METERED, {"text": "x"})).view for _ in range(3)
+    ]
+    assert [v.status for v in views] == [Status.QUEUED] * QUOTA + [Status.REFUSED]
+    error = views[-1].error
+    assert error is not None and error.code is Code.QUOTA_EXCEEDED
+    assert error.retryable and error.retry_after_s is not None and error.retry_after_s > 3000
+    other = Caller(account="beta", token_id="tok-beta")  # per account
+    assert submit(memory_ledger, other, JobRequest(METERED, {"text": "x"})).view.accepted
+
+
+def test_the_same_key_and_body_replays_another_body_conflicts(memory_ledger: Ledger) -> None:
+    recorder = Recorder()
+    request = JobRequest(ECHO, {"text": "x"}, idempotency_key="plan-1")
+    first = submit(memory_ledger, AGENT, request, recorder)
+    again = submit(memory_ledger, AGENT, request, recorder)
+    assert (again.replayed, again.view.job_id) == (True, first.view.job_id)
+    assert recorder.sent == [first.view.job_id]  # a replay is not dispatched again
+    with pytest.raises(IdempotencyConflictError) as info:
+        submit(memory_ledger, AGENT, JobRequest(ECHO, {"text": "y"}, idempotency_key="plan-1"))
+    assert info.value.job_id == first.view.job_id
+    other = Caller(account="beta", token_id="tok-beta")  # keys are per account
+    assert not submit(memory_ledger, other, request).replayed
+
+
+class DownBroker:
+    def dispatch(self, job_id: str, delay_s: float = 0.0) -> None:
+        raise DispatchError("broker unreachable")
+
+
+def test_a_broker_that_is_down_loses_nothing(memory_ledger: Ledger) -> None:
+    view = submit(memory_ledger, AGENT, JobRequest(ECHO, {"text": "x"}), DownBroker()).view
+    # The decision stands; the reconciler re-dispatches a job that never started.
+    assert view.status is Status.QUEUED and get_job(memory_ledger, view.job_id) == view

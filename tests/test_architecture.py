@@ -1,0 +1,147 @@
+"""The house rules (docs/architecture.md), checked on the source: who may import whom, and no
+import circle. Every import counts, at module level or inside a function."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("ledger", "api", "workers", "cli", "examples", "bench")
+ADAPTERS = ("api", "workers", "cli")
+FRAMEWORKS = ("celery", "kombu", "fastapi", "starlette", "click", "uvicorn", "httpx")
+DRIVERS = ("sqlalchemy", "psycopg", "alembic", "sqlite3")
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def sources() -> Iterator[Path]:
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            if "migrations" not in path.parts:  # Alembic scripts: loaded by path, not imported
+                yield path
+
+
+def imports_of(path: Path) -> set[str]:
+    found: set[str] = set()
+    package = module_name(path).rsplit(".", 1)[0] if path.name != "__init__.py" else ""
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative: resolve against this module's package
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base]).strip(".")
+            found.add(base)
+            found.update(f"{base}.{alias.name}" for alias in node.names)
+    return found
+
+
+GRAPH = {module_name(path): imports_of(path) for path in sources()}
+
+
+def _violations(where: tuple[str, ...], banned: tuple[str, ...]) -> list[str]:
+    return sorted(
+        f"{module} imports {name}"
+        for module, names in GRAPH.items()
+        if module.split(".")[0] in where
+        for name in names
+        if any(name == b or name.startswith(f"{b}.") for b in banned)
+    )
+
+
+def test_the_adapters_never_reach_into_persistence() -> None:
+    assert _violations(ADAPTERS, ("ledger.persistence",)) == []
+
+
+def test_the_core_imports_no_web_queue_or_cli_framework() -> None:
+    assert _violations(("ledger",), FRAMEWORKS) == []
+
+
+def test_only_persistence_talks_to_the_database() -> None:
+    outside = [
+        v for v in _violations(("ledger",), DRIVERS) if not v.startswith("ledger.persistence")
+    ]
+    assert outside == []
+
+
+def test_adapters_do_not_import_each_other_except_the_cli_starting_them() -> None:
+    crossing = [
+        f"{module} imports {name}"
+        for module, names in GRAPH.items()
+        for name in names
+        if (owner := module.split(".")[0]) in ADAPTERS
+        and (target := name.split(".")[0]) in ADAPTERS
+        and owner != target
+        and not (owner == "cli" and name in CLI_ENTRY_POINTS)
+    ]
+    assert crossing == []
+
+
+# The CLI starts the API and a worker by their entry points (contract: `outcomes serve|worker`).
+CLI_ENTRY_POINTS = {
+    "api.server",
+    "api.server.serve",
+    "api.server.BackgroundServer",
+    "workers.main",
+    "workers.main.run_worker",
+    "workers.dispatch",
+    "workers.dispatch.dispatcher_from_settings",
+}
+
+
+def _edges(level: int) -> dict[str, set[str]]:
+    """Import edges between project modules cut to `level` dotted parts (1: top packages)."""
+    known = {".".join(m.split(".")[:level]) for m in GRAPH}
+    edges: dict[str, set[str]] = {}
+    for module, names in GRAPH.items():
+        src = ".".join(module.split(".")[:level])
+        for name in names:
+            dst = ".".join(name.split(".")[:level])
+            if dst in known and dst != src:
+                edges.setdefault(src, set()).add(dst)
+    return edges
+
+
+def _cycle(edges: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(edges.get(node, ())):
+            if state.get(nxt) == 1:
+                return [*stack[stack.index(nxt) :], nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(edges):
+        if node not in state and (found := visit(node)):
+            return found
+    return None
+
+
+@pytest.mark.parametrize("level", [1, 2, 3])
+def test_no_import_circle(level: int) -> None:
+    """Between top-level packages (1), their first rooms (2) and the modules below (3)."""
+    assert _cycle(_edges(level)) is None
+
+
+def test_the_scan_sees_what_it_checks() -> None:
+    # Guards the guards: the graph holds the modules, their imports and a real edge or two.
+    assert "ledger.services.submit" in GRAPH and "api.jobs_submit" in GRAPH
+    assert "ledger.services.submit" in GRAPH["api.jobs_submit"]
+    assert "ledger.persistence.base" in GRAPH["ledger.services.submit"]
+    assert _cycle({"a": {"b"}, "b": {"a"}}) == ["a", "b", "a"]
+    assert _violations(("ledger",), ("ledger.persistence",))  # the core does use persistence
