@@ -7,7 +7,6 @@ COPY api api
 COPY workers workers
 COPY cli cli
 COPY examples examples
-COPY migrations migrations
 RUN pip install --no-cache-dir .
 RUN useradd --create-home outcomes
 USER outcomes
