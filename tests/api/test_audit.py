@@ -11,9 +11,8 @@ from ledger.events import job_stream
 from ledger.persistence.store import SqlStore
 from ledger.services.brakes import pull, release
 from ledger.services.ledger import Ledger
-from tests.api.conftest import Tokens, bearer
-from tests.api.test_read import new_job
 from tests.factories import started
+from tests.plugins.api import Tokens, bearer, new_job
 from tests.tools import ECHO, METERED
 
 

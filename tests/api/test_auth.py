@@ -13,7 +13,7 @@ from ledger.persistence.store import SqlStore
 from ledger.services.ledger import Ledger
 from ledger.services.tokens import create as create_token
 from ledger.services.tokens import revoke as revoke_token
-from tests.api.conftest import Tokens, bearer
+from tests.plugins.api import Tokens, bearer
 from tests.tools import ECHO
 
 AUDITOR_ONLY = ("/v1/audit/events", "/v1/audit/summary", "/v1/brakes")

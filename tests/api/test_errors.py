@@ -11,8 +11,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.limits import MAX_BODY_BYTES, MAX_JSON_DEPTH, nests_deeper_than
-from tests.api.conftest import Tokens, bearer
 from tests.factories import ERROR_KEYS
+from tests.plugins.api import Tokens, bearer
 from tests.tools import ECHO
 
 

@@ -8,8 +8,8 @@ from fastapi.testclient import TestClient
 
 from api.app import create_app
 from ledger.services.ledger import Ledger
-from tests.api.conftest import RecordingDispatcher
 from tests.factories import open_sql
+from tests.plugins.api import RecordingDispatcher
 
 
 def test_healthz_and_readyz(client: TestClient) -> None:

@@ -17,9 +17,8 @@ from fastapi.testclient import TestClient
 
 from ledger.events import NewEvent, job_stream
 from ledger.persistence.store import SqlStore
-from tests.api.conftest import Tokens, bearer
-from tests.api.test_read import new_job
 from tests.factories import started, succeeded
+from tests.plugins.api import Tokens, bearer, new_job
 
 WAIT_S = 30.0
 SOON_S = 5.0  # "well before the limit": a wake-up, not a timeout

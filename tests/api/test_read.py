@@ -13,9 +13,8 @@ from ledger.codes import Code
 from ledger.error_info import ErrorInfo
 from ledger.events import NewEvent, WorkFailed, job_stream
 from ledger.persistence.store import SqlStore
-from tests.api.conftest import Tokens, bearer
 from tests.factories import started, succeeded
-from tests.tools import ECHO
+from tests.plugins.api import Tokens, bearer, new_job
 
 ENVELOPE_KEYS = {
     "job_id",
@@ -34,15 +33,6 @@ ENVELOPE_KEYS = {
     "created_at",
     "updated_at",
 }
-
-
-def new_job(client: TestClient, token: str, text: str = "x") -> str:
-    response = client.post(
-        "/v1/jobs", json={"tool": ECHO, "args": {"text": text}}, headers=bearer(token)
-    )
-    assert response.status_code == 202, response.text
-    job_id: str = response.json()["job_id"]
-    return job_id
 
 
 def test_envelope_carries_every_contract_field(

@@ -28,8 +28,8 @@ from ledger.persistence.store import SqlStore
 from ledger.services.brakes import pull
 from ledger.services.ledger import Ledger
 from ledger.services.submit import submit
-from tests.api.conftest import Tokens
 from tests.factories import started, succeeded
+from tests.plugins.api import Tokens
 from tests.tools import ECHO
 
 MAX_EXAMPLES = 5

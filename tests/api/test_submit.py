@@ -12,8 +12,8 @@ from ledger.codes import Status
 from ledger.persistence.store import SqlStore
 from ledger.services.brakes import pull
 from ledger.services.ledger import Ledger
-from tests.api.conftest import RecordingDispatcher, Tokens, bearer
 from tests.factories import ERROR_KEYS, get_job
+from tests.plugins.api import RecordingDispatcher, Tokens, bearer
 from tests.tools import ECHO, METERED, OFF, QUOTA
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import orjson
 
 from cli.errors import EXIT_PROBLEM
-from tests.cli.conftest import Invoke
+from tests.plugins.cli import Invoke
 from tests.plugins.tampering import Seeded, forge, tamper_delete, tamper_set
 
 

@@ -11,8 +11,8 @@ from ledger.outcomes import Succeeded
 from ledger.services.ledger import Ledger
 from ledger.services.submit import submit
 from ledger.tools import ToolContext, tool
-from tests.cli.conftest import Invoke
 from tests.factories import open_sql
+from tests.plugins.cli import Invoke
 
 
 class Note(BaseModel):

@@ -20,12 +20,7 @@ import pytest
 
 from ledger.codes import Code, Status
 from tests.factories import get_job
-from tests.integration.conftest import (  # noqa: F401 - the fixture is used by name
-    Deployment,
-    deployment,
-    deployments,
-    wait_until,
-)
+from tests.plugins.deployments import Deployment, deployments, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -163,7 +158,7 @@ def test_serve_on_embedded_defaults_runs_api_worker_and_reconciler(
 
 @pytest.mark.parametrize("deployment", deployments("rabbitmq/postgres"), indirect=True)
 def test_a_brake_pulled_from_the_cli_with_no_api_is_obeyed_by_running_workers(
-    deployment: Deployment,  # noqa: F811
+    deployment: Deployment,
 ) -> None:
     deployment.start_workers(count=1)
     # Accepted before the pull (so the submit-time check could not refuse them) ...

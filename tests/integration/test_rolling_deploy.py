@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from ledger.codes import Code, Status
-from tests.integration.conftest import Deployment, deployments, wait_terminal
+from tests.plugins.deployments import Deployment, deployments, wait_terminal
 from tests.tools import NEXT_RELEASE_ENV, SHIP
 
 

@@ -28,7 +28,8 @@ from ledger.services.execute import Executor
 from ledger.services.ledger import Ledger
 from ledger.services.tokens import create as create_token
 from tests.factories import open_sql
-from tests.reliability.conftest_matrix import api_server, bearer, rss_kib, verdict
+from tests.plugins.api import bearer
+from tests.plugins.matrix import api_server, rss_kib, verdict
 from tests.tools import QUOTA_LIMIT
 
 PROBLEM = "application/problem+json"

@@ -5,10 +5,6 @@ The promise (contract §5): no work starts after a pull has committed, and if th
 cannot be read, no work starts at all.
 """
 
-# The `deployment` fixture is imported from tests.integration.conftest; tests take it as a
-# parameter, which pyflakes reads as redefining the import.
-# ruff: noqa: F811
-
 from __future__ import annotations
 
 import json
@@ -32,28 +28,27 @@ from ledger.services.execute import Executor
 from ledger.services.ledger import Ledger
 from ledger.services.submit import submit
 from tests.factories import open_sql
-from tests.integration.conftest import (
+from tests.plugins.deployments import (
     AGENT,
     OUTCOMES,
     Deployment,
     count_events,
-    deployment,  # noqa: F401  (the fixture)
     deployments,
     events_of_type,
     load_views,
+    stream_types,
     wait_terminal,
 )
-from tests.reliability.checker import fast_policy
-from tests.reliability.conftest_matrix import (
+from tests.plugins.matrix import (
     admin,
     deployment_verdict,
     pg_role,
     prepare,
     read_marks,
-    stream_types,
     verdict,
     wait_for,
 )
+from tests.reliability.checker import fast_policy
 from tests.tools import MARKS_ENV
 
 RABBIT = deployments("rabbitmq/postgres")

@@ -4,10 +4,6 @@ Real `outcomes worker` processes on a real broker and a Postgres ledger. After e
 the reconciler runs to a fixed point and the total-queue check must be clean.
 """
 
-# The `deployment` fixture is imported from tests.integration.conftest; tests take it as a
-# parameter, which pyflakes reads as redefining the import.
-# ruff: noqa: F811
-
 from __future__ import annotations
 
 import logging
@@ -18,15 +14,14 @@ import pytest
 
 import tests.tools  # noqa: F401  (the test process submits to these tools)
 from ledger.codes import Code, Status
-from tests.integration.conftest import (
+from tests.plugins.deployments import (
     Deployment,
-    deployment,  # noqa: F401  (the fixture)
     deployments,
     load_views,
+    stream_types,
     wait_terminal,
 )
-from tests.reliability.checker import fast_policy
-from tests.reliability.conftest_matrix import (
+from tests.plugins.matrix import (
     AMQP_URL,
     delete_queue,
     deployment_verdict,
@@ -38,9 +33,9 @@ from tests.reliability.conftest_matrix import (
     redis_start,
     require_control,
     services_restored,
-    stream_types,
     wait_for,
 )
+from tests.reliability.checker import fast_policy
 
 STARTED_ONCE = ["job.accepted", "work.started", "work.succeeded"]
 

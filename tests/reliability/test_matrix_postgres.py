@@ -9,10 +9,6 @@ Restarting PostgreSQL drops every connection on the machine, other tests' includ
 server is always started again (and awaited) before the test ends.
 """
 
-# The `deployment` fixture is imported from tests.integration.conftest; tests take it as a
-# parameter, which pyflakes reads as redefining the import.
-# ruff: noqa: F811
-
 from __future__ import annotations
 
 import threading
@@ -42,15 +38,8 @@ from ledger.services.submit import submit
 from ledger.tools import ToolContext, tool, unregister
 from tests.databases import PG_ADMIN_DSN
 from tests.factories import get_job, open_sql, verify_store
-from tests.integration.conftest import (
-    AGENT,
-    Deployment,
-    deployment,  # noqa: F401  (the fixture)
-    deployments,
-    wait_terminal,
-)
-from tests.reliability.checker import fast_policy, settle
-from tests.reliability.conftest_matrix import (
+from tests.plugins.deployments import AGENT, Deployment, deployments, stream_types, wait_terminal
+from tests.plugins.matrix import (
     APP_GRANTS,
     admin,
     deployment_verdict,
@@ -62,10 +51,10 @@ from tests.reliability.conftest_matrix import (
     read_marks,
     require_control,
     services_restored,
-    stream_types,
     verdict,
     wait_for,
 )
+from tests.reliability.checker import fast_policy, settle
 from tests.tools import Work
 
 GATED = 6

@@ -7,10 +7,6 @@ asked); the promise (contract §3) is about what leaves it. Where an interface s
 arguments back, the test says so and that part is an expected failure naming the bug.
 """
 
-# The `deployment` fixture is imported from tests.integration.conftest; tests take it as a
-# parameter, which pyflakes reads as redefining the import.
-# ruff: noqa: F811
-
 from __future__ import annotations
 
 import json
@@ -30,20 +26,9 @@ from ledger.services.execute import Executor
 from ledger.services.ledger import Ledger
 from ledger.services.tokens import create as create_token
 from tests.factories import open_sql
-from tests.integration.conftest import (
-    Deployment,
-    deployment,  # noqa: F401  (the fixture)
-    deployments,
-    wait_terminal,
-)
-from tests.reliability.conftest_matrix import (
-    AMQP_URL,
-    api_server,
-    bearer,
-    deployment_verdict,
-    prepare,
-    verdict,
-)
+from tests.plugins.api import bearer
+from tests.plugins.deployments import Deployment, deployments, wait_terminal
+from tests.plugins.matrix import AMQP_URL, api_server, deployment_verdict, prepare, verdict
 
 ARGS_EVENTS = ("job.accepted", "job.refused")
 

@@ -7,10 +7,6 @@ duration (default 600 s; `MATRIX_SOAK_S=60 pytest -m soak` checks the harness), 
 the submit rate (jobs per second, default 5).
 """
 
-# The `deployment` fixture is imported from tests.integration.conftest; tests take it as a
-# parameter, which pyflakes reads as redefining the import.
-# ruff: noqa: F811
-
 from __future__ import annotations
 
 import os
@@ -29,20 +25,9 @@ from ledger.services.ledger import Ledger
 from ledger.services.reconcile import reconcile_once
 from ledger.services.tokens import create as create_token
 from tests.factories import open_sql
-from tests.integration.conftest import (
-    Deployment,
-    deployment,  # noqa: F401  (the fixture)
-    deployments,
-    wait_terminal,
-)
-from tests.reliability.conftest_matrix import (
-    api_server,
-    bearer,
-    deployment_verdict,
-    group_rss_kib,
-    prepare,
-    rss_kib,
-)
+from tests.plugins.api import bearer
+from tests.plugins.deployments import Deployment, deployments, wait_terminal
+from tests.plugins.matrix import api_server, deployment_verdict, group_rss_kib, prepare, rss_kib
 
 SOAK_S = float(os.environ.get("MATRIX_SOAK_S", "600"))
 RATE = float(os.environ.get("MATRIX_SOAK_RATE", "5"))

@@ -21,21 +21,16 @@ from ledger.events import TERMINAL_EVENT_TYPES, JobRedispatched
 from ledger.services.ledger import Ledger
 from ledger.services.work import ClaimResult, claim
 from tests.databases import PG_ADMIN_DSN
-from tests.integration.conftest import (
+from tests.plugins.deployments import (
     Deployment,
     count_events,
     deployments,
+    stream_types,
     wait_terminal,
     wait_until,
 )
+from tests.plugins.rigs import Rig, elapsed_since, load_view, reconcile_until
 from tests.reliability.checker import fast_policy, settle
-from tests.reliability.conftest import (
-    Rig,
-    elapsed_since,
-    load_view,
-    reconcile_until,
-    stream_types,
-)
 from workers.app import EXECUTE_TASK
 
 RABBITMQ = deployments("rabbitmq/postgres")

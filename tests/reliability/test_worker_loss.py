@@ -20,9 +20,8 @@ import pytest
 from ledger.codes import Code, NextAction, OutcomeMissingCause, Status
 from ledger.job_view import envelope
 from ledger.persistence.base import BRAKES_LOCK
-from tests.integration.conftest import deployments, wait_terminal, wait_until
-from tests.reliability.checker import fast_policy, settle
-from tests.reliability.conftest import (
+from tests.plugins.deployments import deployments, stream_types, wait_terminal, wait_until
+from tests.plugins.rigs import (
     LEASE_S,
     Rig,
     child_pids,
@@ -30,8 +29,8 @@ from tests.reliability.conftest import (
     elapsed_since,
     load_view,
     reconcile_until,
-    stream_types,
 )
+from tests.reliability.checker import fast_policy, settle
 from tests.tools import POISON_MAX_ATTEMPTS
 
 RABBITMQ = deployments("rabbitmq/postgres")

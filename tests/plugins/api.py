@@ -1,5 +1,8 @@
 """The API over a real ledger on each backend (the `store` fixture), with tokens for two
-accounts and every role, and a dispatcher that only records (workers are tested elsewhere)."""
+accounts and every role, and a dispatcher that only records (workers are tested elsewhere).
+
+Fixtures: `dispatcher`, `app`, `client`, `tokens`. Helpers: `Tokens`, `bearer`, `new_job`,
+`RecordingDispatcher`."""
 
 from __future__ import annotations
 
@@ -11,11 +14,11 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-import tests.tools  # noqa: F401  (registers the tools the tests submit to)
 from api.app import create_app
 from ledger.persistence.store import SqlStore
 from ledger.services.ledger import Ledger
 from ledger.services.tokens import create as create_token
+from tests.tools import ECHO  # importing tests.tools registers the tools the tests submit to
 
 
 class RecordingDispatcher:
@@ -77,3 +80,13 @@ def tokens(store: SqlStore) -> Tokens:
 
 def bearer(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
+
+
+def new_job(client: TestClient, token: str, text: str = "x") -> str:
+    """Submit an echo job through the API; its job id."""
+    response = client.post(
+        "/v1/jobs", json={"tool": ECHO, "args": {"text": text}}, headers=bearer(token)
+    )
+    assert response.status_code == 202, response.text
+    job_id: str = response.json()["job_id"]
+    return job_id

@@ -1,3 +1,6 @@
+"""The CLI in-process: the `outcomes` fixture runs `outcomes ARGS…` against a migrated ledger
+on each backend (`database_url`); `Invoke` is its type."""
+
 from __future__ import annotations
 
 from collections.abc import Callable

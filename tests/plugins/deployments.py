@@ -1,9 +1,12 @@
-"""End-to-end fixtures: real `outcomes worker` processes on a real broker and ledger.
+"""Real deployments for end-to-end tests: `outcomes worker` processes on a real broker and ledger.
 
 A test asks for `deployment` (parametrized as "<broker>/<database>", see `deployments()`) and
 gets a migrated ledger, a broker queue of its own, the Celery app and dispatcher that the submit
 path uses, and `start_workers()`, which launches worker processes as an operator would. The
 workers are stopped (by pid, then their process group) and the queue deleted at teardown.
+
+The integration, reliability and CLI suites share the fixture and the helpers below (waiting for
+jobs, reading what the ledger recorded); import the helpers from here, never from a conftest.
 
 RabbitMQ and Redis must answer: without them a test skips on a laptop and fails under CI=true.
 """
@@ -29,7 +32,7 @@ from sqlalchemy import func, select
 
 from ledger.decisions import Caller, JobRequest
 from ledger.errors import StorageUnavailableError
-from ledger.events import RecordedEvent
+from ledger.events import RecordedEvent, job_stream
 from ledger.job_view import JobView
 from ledger.persistence.schema import events, jobs
 from ledger.persistence.store import SqlStore
@@ -344,3 +347,8 @@ def count_events(store: SqlStore, event_type: str) -> int:
     with store.connection() as conn:
         query = select(func.count()).select_from(events).where(events.c.type == event_type)
         return int(conn.execute(query).scalar_one())
+
+
+def stream_types(store: SqlStore, job_id: str) -> list[str]:
+    """The event types of one job's stream, in order."""
+    return [e.type for e in store.read_stream(job_stream(job_id))]

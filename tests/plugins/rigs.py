@@ -1,10 +1,10 @@
-"""Fixtures for the reliability scenarios with real processes.
+"""The reliability rig: the `rig` fixture and its helpers, for scenarios with real processes.
 
-`rig` wraps the integration suite's `deployment` (real `outcomes worker` processes on a real
-broker and a Postgres ledger, with a queue of their own): it gives the workers short leases and
-this package's test tools, starts real `outcomes reconcile` processes, freezes and thaws
-workers, and after each scenario settles the ledger and runs the total-queue check. Every
-process it starts or stops is handled by pid, on failure too.
+`rig` wraps the `deployment` fixture (tests/plugins/deployments.py: real `outcomes worker`
+processes on a real broker and a Postgres ledger, with a queue of their own): it gives the
+workers short leases and the test tools, starts real `outcomes reconcile` processes, freezes
+and thaws workers, and after each scenario settles the ledger and runs the total-queue check.
+Every process it starts or stops is handled by pid, on failure too.
 """
 
 from __future__ import annotations
@@ -31,12 +31,11 @@ from ledger.persistence.store import SqlStore
 from ledger.reconcile_rules import ReconcilePolicy
 from ledger.services.ledger import Ledger
 from ledger.services.reconcile import reconcile_once
-from tests.integration.conftest import (  # noqa: F401  (`deployment` is a fixture)
+from tests.plugins.deployments import (
     OUTCOMES,
     STOP_TIMEOUT_S,
     Deployment,
     WorkerProcess,
-    deployment,
     wait_until,
 )
 from tests.reliability.checker import Counters, check, fast_policy, settle
@@ -73,10 +72,6 @@ def child_pids(parent: int) -> list[int]:
         if int(fields[1]) == parent and fields[0] != "Z":
             found.append(int(entry.name))
     return sorted(found)
-
-
-def stream_types(store: SqlStore, job_id: str) -> list[str]:
-    return [e.type for e in store.read_stream(f"job-{job_id}")]
 
 
 def load_view(store: SqlStore, job_id: str) -> JobView:
@@ -237,7 +232,7 @@ class Rig:
 
 
 @pytest.fixture
-def rig(deployment: Deployment) -> Iterator[Rig]:  # noqa: F811  (the re-exported fixture)
+def rig(deployment: Deployment) -> Iterator[Rig]:
     """A deployment whose workers lease for LEASE_S and load this package's tools."""
     deployment.env["OUTCOMES_LEASE_S"] = str(LEASE_S)
     rig = Rig(deployment)

@@ -1,10 +1,12 @@
-"""Shared helpers for the reliability matrix (`test_matrix_*.py` import them explicitly).
+"""Helpers for the reliability matrix (`tests/reliability/test_matrix_*.py` import them).
 
 - `prepare()` adds the matrix tools and the marks file to a deployment's worker environment;
 - `verdict()` settles the ledger with the reconciler, runs the total-queue check and asserts it;
 - service control (RabbitMQ, PostgreSQL, Redis) whose callers restore the service in `finally`
   (`services_restored()`), since other tests share these services;
 - restricted Postgres roles, process memory (RSS), and the API on a background thread.
+
+`stream_types` is in tests/plugins/deployments.py and `bearer` in tests/plugins/api.py.
 """
 
 from __future__ import annotations
@@ -30,13 +32,12 @@ from sqlalchemy.engine import make_url
 
 from api.server import BackgroundServer
 from ledger.dispatch import Dispatcher
-from ledger.events import job_stream
 from ledger.persistence.schema import jobs
 from ledger.persistence.store import SqlStore
 from ledger.reconcile_rules import ReconcilePolicy
 from ledger.services.ledger import Ledger
 from tests.databases import IN_CI, PG_ADMIN_DSN
-from tests.integration.conftest import Deployment
+from tests.plugins.deployments import Deployment
 from tests.reliability.checker import Counters, check, fast_policy, settle
 from tests.tools import MARKS_ENV
 
@@ -77,10 +78,6 @@ def spending_jobs(store: SqlStore) -> list[str]:
     with store.connection() as conn:
         query = select(jobs.c.job_id).where(jobs.c.spends.is_(True), jobs.c.accepted.is_(True))
         return [row.job_id for row in conn.execute(query)]
-
-
-def stream_types(store: SqlStore, job_id: str) -> list[str]:
-    return [e.type for e in store.read_stream(job_stream(job_id))]
 
 
 def verdict(
@@ -353,7 +350,3 @@ def api_server(store: SqlStore, dispatcher: Dispatcher | None) -> Iterator[str]:
         yield url
     finally:
         server.stop()
-
-
-def bearer(token: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {token}"}
