@@ -104,6 +104,7 @@ class Options:
     broker_url: str
     timeout_s: float
     as_json: bool
+    producers: int = 1
 
 
 def parse_options(argv: Sequence[str] | None) -> Options:
@@ -115,16 +116,28 @@ def parse_options(argv: Sequence[str] | None) -> Options:
     parser.add_argument("--rounds", type=int, default=3, help="timed rounds (median reported)")
     parser.add_argument("--warmup", type=int, default=50, help="jobs in each warm-up round")
     parser.add_argument("--concurrency", type=int, default=2, help="pool size of each worker")
+    parser.add_argument(
+        "--producers", type=int, default=1, help="threads sending jobs (the same for every variant)"
+    )
     parser.add_argument("--pool", choices=["prefork", "threads", "solo"], default="prefork")
     parser.add_argument("--loglevel", default="WARNING", help="the workers' log level")
     parser.add_argument("--broker-url", default=DEFAULT_BROKER, help="RabbitMQ (or Redis) URL")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per round, max")
     parser.add_argument("--json", action="store_true", help="print one JSON line, no table")
     args = parser.parse_args(argv)
-    if args.n < 1 or args.rounds < 1 or args.warmup < 1 or args.concurrency < 1:
-        parser.error("--n, --rounds, --warmup and --concurrency must be at least 1")
+    if min(args.n, args.rounds, args.warmup, args.concurrency, args.producers) < 1:
+        parser.error("--n, --rounds, --warmup, --concurrency and --producers must be at least 1")
     pool = Pool(args.pool, args.concurrency, args.loglevel)
-    return Options(args.n, args.rounds, args.warmup, pool, args.broker_url, args.timeout, args.json)
+    return Options(
+        args.n,
+        args.rounds,
+        args.warmup,
+        pool,
+        args.broker_url,
+        args.timeout,
+        args.json,
+        args.producers,
+    )
 
 
 # --- setting up: databases, queues, workers ---------------------------------------------------
@@ -221,9 +234,9 @@ def set_up(stack: ExitStack, options: Options) -> Setup:
     stack.callback(delete_queues, options.broker_url, list(queues.values()))
     logs = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-throughput-")))
     variants: list[Variant] = [
-        _ours(stack, options, queues[OURS], logs),
-        _bare(stack, options, queues[BARE], logs),
-        _backend(stack, options, queues[BACKEND], logs),
+        replace(_ours(stack, options, queues[OURS], logs), producers=options.producers),
+        replace(_bare(stack, options, queues[BARE], logs), producers=options.producers),
+        replace(_backend(stack, options, queues[BACKEND], logs), producers=options.producers),
     ]
     workers = [v.worker for v in variants]
     return Setup(variants, workers, postgres_settings(variants[0]))
@@ -279,7 +292,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         server = setup.server
     result = summarize(results, options.n, (load_before, load_average()))
-    run = RunInfo(options.n, options.rounds, options.pool, options.broker_url, server)
+    run = RunInfo(
+        options.n, options.rounds, options.pool, options.broker_url, server, options.producers
+    )
     report = report_json if options.as_json else report_table
     print(report(run, result))
     return 0

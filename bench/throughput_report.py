@@ -23,6 +23,7 @@ class RunInfo:
     pool: Pool
     broker_url: str
     server: dict[str, str]
+    producers: int = 1
 
 
 @dataclass(frozen=True)
@@ -95,6 +96,7 @@ def report_json(run: RunInfo, result: Result) -> str:
             "rounds": run.rounds,
             "pool": run.pool.kind,
             "concurrency": run.pool.concurrency,
+            "producers": run.producers,
             "broker": _broker_label(run.broker_url),
             "server": run.server,
             "median_jobs_per_s": {v: round(s.median, 1) for v, s in result.rates.items()},
@@ -161,7 +163,8 @@ def report_table(run: RunInfo, result: Result) -> str:
     return "\n".join(
         [
             f"throughput benchmark: {run.rounds} rounds x {run.n} no-op jobs per variant;"
-            f" 1 worker process each, pool={pool.kind}, concurrency={pool.concurrency};",
+            f" {run.producers} producer thread(s); 1 worker process each, pool={pool.kind},"
+            f" concurrency={pool.concurrency};",
             f"broker {_broker_label(run.broker_url)}; postgres {settings}",
             "",
             render_table(headers, rows),

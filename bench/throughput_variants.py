@@ -1,11 +1,13 @@
 """The three variants of bench.throughput. Each round sends `n` no-op jobs from this process
-(one thread, one reused connection per broker) and stops the clock when the last one is done,
-as seen by polling: the ledger's jobs table, the baseline's counter file, or Celery's
-celery_taskmeta table."""
+(from `--producers` threads, one by default; reused connections per broker) and stops the
+clock when the last one is done, as seen by polling: the ledger's jobs table, the baseline's
+counter file, or Celery's celery_taskmeta table."""
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -61,6 +63,30 @@ def backends_cpu(conn: psycopg.Connection[Any]) -> float | None:
     return pids_cpu([int(row[0]) for row in conn.execute(query).fetchall()])
 
 
+def send_all(n: int, producers: int, send: Callable[[int], None]) -> None:
+    """`send(i)` for i in range(n), from `producers` threads (each a slice of the range)."""
+    if producers <= 1:
+        for i in range(n):
+            send(i)
+        return
+    failures: list[BaseException] = []
+
+    def share(first: int) -> None:
+        try:
+            for i in range(first, n, producers):
+                send(i)
+        except BaseException as exc:
+            failures.append(exc)
+
+    threads = [threading.Thread(target=share, args=(k,)) for k in range(producers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if failures:
+        raise failures[0]
+
+
 def _count(conn: psycopg.Connection[Any], query: str, *params: Any) -> int:
     row = conn.execute(query, params).fetchone()
     return int(row[0]) if row else 0
@@ -75,6 +101,7 @@ class LedgerVariant:
     dispatcher: CeleryDispatcher
     poll: psycopg.Connection[Any]  # autocommit, to the ledger's database
     worker: WorkerProcess
+    producers: int = 1
     name: str = OURS
 
     def database_cpu_seconds(self) -> float | None:
@@ -83,11 +110,16 @@ class LedgerVariant:
     def run(self, n: int, tag: str, timeout_s: float) -> Round:
         caller = Caller(account=f"bench-{tag}", token_id="bench-throughput")
         requests = [JobRequest(tool=NOOP_TOOL, args={"seq": i}) for i in range(n)]
-        refused = 0
+        refusals: list[int] = []
+
+        def send(i: int) -> None:
+            if not submit(self.ledger, caller, requests[i], self.dispatcher).view.accepted:
+                refusals.append(i)
+
         started = time.perf_counter()
-        for request in requests:
-            refused += not submit(self.ledger, caller, request, self.dispatcher).view.accepted
+        send_all(n, self.producers, send)
         sent = time.perf_counter()
+        refused = len(refusals)
         if refused:
             raise RoundFailedError(f"{self.name}: {refused} of {n} jobs were refused")
         # Every job of the round is in the table by now: done when no job is open (the
@@ -118,6 +150,7 @@ class BareVariant:
     queue: str
     counter: Path
     worker: WorkerProcess
+    producers: int = 1
     name: str = BARE
 
     def database_cpu_seconds(self) -> float | None:
@@ -128,8 +161,7 @@ class BareVariant:
         target = before + n
         send_task = self.app.send_task
         started = time.perf_counter()
-        for i in range(n):
-            send_task(NOOP_TASK, args=[i], queue=self.queue)
+        send_all(n, self.producers, lambda i: send_task(NOOP_TASK, args=[i], queue=self.queue))
         sent = time.perf_counter()
         wait_until(
             lambda: self.counter.exists() and self.counter.stat().st_size >= target,
@@ -149,6 +181,7 @@ class BackendVariant:
     queue: str
     poll: psycopg.Connection[Any]  # autocommit, to the result backend's database
     worker: WorkerProcess
+    producers: int = 1
     name: str = BACKEND
 
     def database_cpu_seconds(self) -> float | None:
@@ -159,8 +192,7 @@ class BackendVariant:
         self.poll.execute("TRUNCATE celery_taskmeta")  # each round counts from zero
         send_task = self.app.send_task
         started = time.perf_counter()
-        for i in range(n):
-            send_task(NOOP_TASK, args=[i], queue=self.queue)
+        send_all(n, self.producers, lambda i: send_task(NOOP_TASK, args=[i], queue=self.queue))
         sent = time.perf_counter()
         wait_until(
             lambda: _count(self.poll, "SELECT count(*) FROM celery_taskmeta") >= n,

@@ -6,15 +6,23 @@ import click
 
 from cli.errors import reports_errors
 
+THREADS = 16  # tools mostly wait on other services: many run at once in one process
+
 
 @click.command()
-@click.option("--concurrency", "-c", type=click.IntRange(1, 256), help="Worker processes/threads.")
+@click.option(
+    "--concurrency",
+    "-c",
+    type=click.IntRange(1, 256),
+    help="Jobs run at once: threads (default 16) or processes (default: one per CPU).",
+)
 @click.option(
     "--pool",
-    type=click.Choice(["prefork", "threads", "solo"]),
-    default="prefork",
+    type=click.Choice(["threads", "prefork", "solo"]),
+    default="threads",
     show_default=True,
-    help="Celery execution pool.",
+    help="Celery execution pool. With threads, the jobs' claims and outcomes are written in "
+    "groups (one transaction each); prefork isolates each job in a process of its own.",
 )
 @click.option("--loglevel", default="INFO", show_default=True, help="Log level.")
 @reports_errors
@@ -27,4 +35,6 @@ def worker(concurrency: int | None, pool: str, loglevel: str) -> None:
     """
     from workers.main import run_worker  # imported here: it builds the Celery app
 
+    if concurrency is None and pool == "threads":
+        concurrency = THREADS
     run_worker(concurrency, pool, loglevel)

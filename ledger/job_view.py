@@ -64,6 +64,7 @@ class JobView(BaseModel):
     recorded_by: str
     ledger_position: int
     stream_version: int = 1  # writers that act on this view append after this version
+    head_hash: str | None = None  # the hash at stream_version: the next event's prev_hash
     created_at: datetime
     updated_at: datetime
     lease_expires_at: datetime | None = None
@@ -134,6 +135,7 @@ def evolve(view: JobView | None, event: RecordedEvent) -> JobView:
     stamp: dict[str, Any] = {
         "ledger_position": event.position,
         "stream_version": event.stream_version,
+        "head_hash": event.hash,
         "updated_at": event.recorded_at,
     }
     return view.model_copy(update=stamp | _change(view, payload))
@@ -144,6 +146,7 @@ def _first(event: RecordedEvent, payload: Payload) -> JobView:
         "job_id": job_id_of(event.stream_id),
         "recorded_by": "api",
         "ledger_position": event.position,
+        "head_hash": event.hash,
         "created_at": event.recorded_at,
         "updated_at": event.recorded_at,
     }

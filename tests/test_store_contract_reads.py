@@ -37,6 +37,9 @@ def test_jobs_page_in_position_order_scoped_to_an_account(any_store: Store) -> N
         acme = reads.jobs(JobFilter(account="acme", limit=10))
         after = reads.jobs(JobFilter(account="acme", after=acme[0].ledger_position, limit=1))
     assert [v.job_id for v in everything] == ids
+    with any_store.reading() as reads:
+        some = reads.jobs_by_id([ids[1], ids[3], str(uuid.uuid4()), ids[1]])
+    assert {k: v.account for k, v in some.items()} == {ids[1]: "beta", ids[3]: "acme"}
     assert [v.job_id for v in acme] == [ids[0], ids[2], ids[3]]
     assert [v.job_id for v in after] == [ids[2]]
 

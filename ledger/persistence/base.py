@@ -15,13 +15,20 @@ from collections.abc import Callable, Coroutine, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
+from enum import StrEnum
 from types import TracebackType
-from typing import Any, Protocol, Self, TypeVar
+from typing import Any, Literal, Protocol, Self, TypeVar
 
 from pydantic import BaseModel
 
 from ledger.brake_view import BrakeView
-from ledger.events import NewEvent, RecordedEvent
+from ledger.errors import (
+    AlreadyTerminalError,
+    ConcurrencyError,
+    DuplicateEventError,
+    IdempotencyKeyTakenError,
+)
+from ledger.events import NewEvent, RecordedEvent, job_stream
 from ledger.job_view import JobView
 from ledger.queries import EventFilter, Heads, JobFilter, JobSummary
 from ledger.reconcile_rules import OpenJob
@@ -32,6 +39,60 @@ NO_STREAM = 0  # expected_version for a stream that must not exist yet
 # exclusive, so that no work starts after a pull has committed (contract §5).
 BRAKES_LOCK = "brakes"
 V = TypeVar("V")
+
+
+@dataclass(frozen=True)
+class LeaseChange:
+    """What an append does to its job's lease: open it for an attempt, or end it."""
+
+    op: Literal["start", "drop"]
+    attempt: int
+    worker: str = ""
+    expires_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class JobAppend:
+    """A job stream's next events, with what the writer already knows of the stream: the view
+    they follow (None: a new job). Batches of these commit together (`append_jobs`)."""
+
+    job_id: str
+    events: Sequence[NewEvent]
+    before: JobView | None
+    lease: LeaseChange | None = None
+    # The brake check of a submit or a claim: the brakes lock is taken shared, then the item is
+    # refused with status BRAKED (nothing written) when a brake in one of these scopes holds.
+    brake_scopes: tuple[str, ...] = ()
+    notify: bool = True  # wake long-polls (nobody can wait on a job not yet answered)
+
+    @property
+    def expected_version(self) -> int:
+        return self.before.stream_version if self.before else NO_STREAM
+
+
+class AppendStatus(StrEnum):
+    OK = "ok"
+    CONFLICT = "conflict"  # the stream moved past the view the writer had
+    TERMINAL = "terminal"  # the job already has its one terminal outcome
+    DUPLICATE = "duplicate"  # an event id was recorded before (a retried write that landed)
+    IDEMPOTENCY = "idempotency"  # another job of the account holds the idempotency key
+    BRAKED = "braked"  # a brake in the item's scopes holds: nothing was written
+
+
+@dataclass(frozen=True)
+class JobAppended:
+    """What became of one `JobAppend` of a batch."""
+
+    status: AppendStatus
+    appended: Appended | None = None
+    holder: str | None = None  # IDEMPOTENCY: the job that holds the key
+    brakes: tuple[BrakeView, ...] = ()  # BRAKED: the brakes that hold, oldest first
+
+    @property
+    def job(self) -> JobView:
+        if self.appended is None:
+            raise ValueError(f"nothing was appended ({self.status})")
+        return self.appended.job
 
 
 @dataclass(frozen=True)
@@ -68,6 +129,10 @@ class Reads(ABC):
 
     @abstractmethod
     def job(self, job_id: str) -> JobView | None: ...
+
+    @abstractmethod
+    def jobs_by_id(self, job_ids: Sequence[str]) -> dict[str, JobView]:
+        """The views of those jobs that exist, by id."""
 
     @abstractmethod
     def jobs(self, where: JobFilter) -> list[JobView]:
@@ -166,6 +231,48 @@ class Writes(Reads):
         IdempotencyKeyTakenError when another job of the account holds the key.
         """
 
+    def append_jobs(self, items: Sequence[JobAppend]) -> list[JobAppended]:
+        """Append each item in this transaction; an item that cannot be appended reports why
+        (its status) and leaves the others to commit."""
+        if any(item.brake_scopes for item in items):
+            self.lock(BRAKES_LOCK, shared=True)  # ordered against `brake pull`
+        return [self._append_job(item) for item in items]
+
+    def _append_job(self, item: JobAppend) -> JobAppended:
+        if item.brake_scopes:
+            held = [b for b in self.active_brakes() if b.scope in item.brake_scopes]
+            if held:
+                return JobAppended(AppendStatus.BRAKED, brakes=tuple(held))
+        try:
+            with self.isolated():
+                appended = self.append(job_stream(item.job_id), item.events, item.expected_version)
+                if item.lease is not None:
+                    self._change_lease(item.job_id, item.lease)
+        except ConcurrencyError:
+            return JobAppended(AppendStatus.CONFLICT)
+        except AlreadyTerminalError:
+            return JobAppended(AppendStatus.TERMINAL)
+        except DuplicateEventError:
+            return JobAppended(AppendStatus.DUPLICATE)
+        except IdempotencyKeyTakenError:
+            payload = item.events[0].payload
+            key = getattr(payload, "idempotency_key", None)
+            account = getattr(payload, "account", "")
+            holder = self.job_by_idempotency_key(account, key) if key else None
+            return JobAppended(AppendStatus.IDEMPOTENCY, holder=holder.job_id if holder else None)
+        return JobAppended(AppendStatus.OK, appended)
+
+    def _change_lease(self, job_id: str, change: LeaseChange) -> None:
+        if change.op == "start":
+            assert change.expires_at is not None
+            self.start_lease(job_id, change.attempt, change.worker, change.expires_at)
+        else:
+            self.drop_lease(job_id, change.attempt)
+
+    @abstractmethod
+    def isolated(self) -> AbstractContextManager[None]:
+        """A savepoint: what fails inside it is undone, the transaction goes on."""
+
     @abstractmethod
     def lock(self, *key: str, shared: bool = False) -> None:
         """Hold a named lock until this transaction ends (exclusive unless `shared`)."""
@@ -260,6 +367,11 @@ class Store(ABC):
     ) -> Appended:
         with self.transaction() as tx:
             return tx.append(stream_id, new_events, expected_version)
+
+    def append_jobs(self, items: Sequence[JobAppend]) -> list[JobAppended]:
+        """A batch of job appends in one transaction (one commit for all of them)."""
+        with self.transaction() as tx:
+            return tx.append_jobs(items)
 
     def read_stream(self, stream_id: str) -> list[RecordedEvent]:
         with self.reading() as reads:

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import psycopg
 from sqlalchemy import exc as sa_exc
 
 from ledger.errors import (
@@ -53,9 +54,10 @@ _SQLITE_UNAVAILABLE = (
 
 
 def translate(
-    error: sa_exc.SQLAlchemyError, *, stream_id: str = "", event_id: str = ""
+    error: sa_exc.SQLAlchemyError | psycopg.Error, *, stream_id: str = "", event_id: str = ""
 ) -> LedgerError:
-    orig = getattr(error, "orig", None)
+    """A driver error (raw, or wrapped by SQLAlchemy) as the ledger's own."""
+    orig = error if isinstance(error, psycopg.Error) else getattr(error, "orig", None)
     text = _first_line(orig if orig is not None else error)
     if isinstance(error, sa_exc.DBAPIError) and error.connection_invalidated:
         return StorageUnavailableError(text)
@@ -134,5 +136,5 @@ def _first_line(error: object) -> str:
 def translated(*, stream_id: str = "", event_id: str = "") -> Iterator[None]:
     try:
         yield
-    except sa_exc.SQLAlchemyError as error:
+    except (sa_exc.SQLAlchemyError, psycopg.Error) as error:
         raise translate(error, stream_id=stream_id, event_id=event_id) from error

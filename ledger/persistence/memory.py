@@ -144,6 +144,16 @@ class MemoryWrites(MemoryReads, Writes):
 
         self.undo.append(restore)
 
+    @contextmanager
+    def isolated(self) -> Iterator[None]:
+        mark = len(self.undo)
+        try:
+            yield
+        except BaseException:
+            while len(self.undo) > mark:
+                self.undo.pop()()
+            raise
+
     def lock(self, *key: str, shared: bool = False) -> None:
         return None  # transactions already run one at a time
 

@@ -50,6 +50,9 @@ class MemoryReads(Reads):
     def job(self, job_id: str) -> JobView | None:
         return self.state.jobs.get(job_id)
 
+    def jobs_by_id(self, job_ids: Sequence[str]) -> dict[str, JobView]:
+        return {j: self.state.jobs[j] for j in job_ids if j in self.state.jobs}
+
     def jobs(self, where: JobFilter) -> list[JobView]:
         found = [
             v

@@ -139,7 +139,7 @@ class ViewProjection(Projection, Generic[V]):
             conn.execute(insert(self.table), rows[start : start + _BATCH])
 
 
-def _job_columns(view: JobView) -> dict[str, Any]:
+def job_columns(view: JobView) -> dict[str, Any]:
     return {
         "account": view.account,
         "tool": view.tool,
@@ -183,7 +183,7 @@ def default_projections() -> list[Projection]:
     return [
         JobNotifier(),
         ViewProjection(
-            jobs, JobView, JOB_EVENT_TYPES, lambda e: job_id_of(e.stream_id), evolve, _job_columns
+            jobs, JobView, JOB_EVENT_TYPES, lambda e: job_id_of(e.stream_id), evolve, job_columns
         ),
         ViewProjection(
             brakes,

@@ -60,6 +60,7 @@ EVENT_COLUMNS = (
 )
 # Built once: constructing SQLAlchemy statements is a real cost on the hot path.
 _JOB = select(jobs.c.view).where(jobs.c.job_id == bindparam("job_id"))
+_JOBS_BY_ID = select(jobs.c.view).where(jobs.c.job_id.in_(bindparam("ids", expanding=True)))
 _STREAM = (
     select(*EVENT_COLUMNS)
     .where(events.c.stream_id == bindparam("stream_id"))
@@ -100,6 +101,15 @@ class SqlReads(Reads):
     def job(self, job_id: str) -> JobView | None:
         row = self.conn.execute(_JOB, {"job_id": job_id}).first()
         return JobView.model_validate(row.view) if row else None
+
+    def jobs_by_id(self, job_ids: Sequence[str]) -> dict[str, JobView]:
+        found: dict[str, JobView] = {}
+        for start in range(0, len(job_ids), _IN_CHUNK):
+            chunk = list(job_ids[start : start + _IN_CHUNK])
+            for row in self.conn.execute(_JOBS_BY_ID, {"ids": chunk}):
+                view = JobView.model_validate(row.view)
+                found[view.job_id] = view
+        return found
 
     def jobs(self, where: JobFilter) -> list[JobView]:
         query = select(jobs.c.view).where(jobs.c.ledger_position > where.after)

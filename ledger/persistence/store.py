@@ -22,8 +22,11 @@ from ledger.chain import seal
 from ledger.clock import now
 from ledger.errors import ConcurrencyError
 from ledger.events import NewEvent, RecordedEvent
+from ledger.persistence import job_batch
 from ledger.persistence.base import (
     Appended,
+    JobAppend,
+    JobAppended,
     Listener,
     OnConnect,
     OnJobs,
@@ -117,6 +120,22 @@ class SqlWrites(SqlReads, Writes):
                     view = projection.apply(self.conn, recorded) or view
         return Appended(recorded, view)
 
+    def append_jobs(self, items: Sequence[JobAppend]) -> list[JobAppended]:
+        """On Postgres, one statement for the whole batch (`outcomes_append_jobs`)."""
+        if not self._postgres or not all(job_batch.fast(item) for item in items):
+            return super().append_jobs(items)
+
+        def call(body: str) -> Any:
+            with translated():
+                return self.conn.execute(job_batch.CALL_SQLALCHEMY, {"items": body}).scalar_one()
+
+        return job_batch.run(items, now(), call)
+
+    @contextmanager
+    def isolated(self) -> Iterator[None]:
+        with self.conn.begin_nested():
+            yield
+
     def lock(self, *key: str, shared: bool = False) -> None:
         lock(self.conn, key, shared=shared)
 
@@ -195,6 +214,18 @@ class SqlStore(Store):
 
     def iter_events(self, batch: int = 5000) -> Iterator[RecordedEvent]:
         return (row_to_event(row) for row in _pages(self._read_page, batch))
+
+    def append_jobs(self, items: Sequence[JobAppend]) -> list[JobAppended]:
+        """On Postgres, one round trip: the batch is one statement in its own (autocommit)
+        transaction, so the append lock is held for that statement and its commit only."""
+        if self.dialect != "postgresql" or not all(job_batch.fast(item) for item in items):
+            return super().append_jobs(items)
+        return job_batch.run(items, now(), self._call_alone)
+
+    def _call_alone(self, body: str) -> Any:
+        with translated(), self.engine.connect() as conn:
+            alone = conn.execution_options(isolation_level="AUTOCOMMIT")
+            return alone.execute(job_batch.CALL_SQLALCHEMY, {"items": body}).scalar_one()
 
     def rebuild_read_models(self) -> int:
         with self.transaction() as tx:

@@ -5,7 +5,6 @@ of Celery: the worker adapter calls `Executor.execute` with a job id."""
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -14,6 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from ledger.batching import DaemonThreads, GroupCommit
 from ledger.brakes import brake_error
 from ledger.classify import Attempt, failure_event, outcome_event
 from ledger.codes import Code
@@ -31,7 +31,15 @@ from ledger.errors import (
 from ledger.events import NewEvent, Payload, WorkFailed, WorkHalted, WorkRetryScheduled
 from ledger.job_view import JobView
 from ledger.services.ledger import Ledger
-from ledger.services.work import ClaimResult, brakes_holding, claim, record_outcome, renew_lease
+from ledger.services.work import (
+    Claim,
+    ClaimRequest,
+    ClaimResult,
+    brakes_holding,
+    claim_many,
+    record_outcome,
+    renew_lease,
+)
 from ledger.tools import ToolContext, ToolSpec, get_tool
 
 log = logging.getLogger(__name__)
@@ -62,9 +70,14 @@ class Executor:
         self.worker_id = worker_id
         self.dispatcher = dispatcher  # None: retries wait for the reconciler to dispatch them
         self.lease_s = lease_s
+        self._threads = DaemonThreads("tool")
+        # Claims from this process's task threads share one transaction per group.
+        self.claims: GroupCommit[ClaimRequest, Claim] = GroupCommit(
+            lambda requests: claim_many(ledger, requests)
+        )
 
     def execute(self, job_id: str) -> Execution:
-        claimed = claim(self.ledger, job_id, self.worker_id, self.lease_s)
+        claimed = self.claims.submit(ClaimRequest(job_id, self.worker_id, self.lease_s))
         if claimed.result is not ClaimResult.CLAIMED:
             return Execution(job_id, claimed.result)
         assert claimed.view is not None
@@ -73,9 +86,7 @@ class Executor:
         payload = self._run(spec, view) if spec else _missing_tool(view)
         event = NewEvent(payload=payload, actor=self.worker_id)
         try:
-            recorded = record_outcome(
-                self.ledger, job_id, claimed.version, event, retry_for_s=OUTCOME_WRITE_BUDGET_S
-            )
+            recorded = record_outcome(self.ledger, view, event, retry_for_s=OUTCOME_WRITE_BUDGET_S)
         except StorageUnavailableError as exc:
             # The tool ran: never claim it again. The reconciler will see the lease lapse.
             raise OutcomeUnrecordedError(job_id, payload.type) from exc
@@ -120,8 +131,7 @@ class Executor:
             except BaseException as exc:
                 future.set_exception(exc)
 
-        runner = threading.Thread(target=target, name=f"tool-{view.job_id}", daemon=True)
-        runner.start()
+        self._threads.run(target)
         beat_every = self.lease_s / 3
         start = time.monotonic()
         deadline, next_beat = start + spec.timeout_s, start + beat_every

@@ -9,7 +9,8 @@ from __future__ import annotations
 from types import TracebackType
 from typing import Self
 
-from ledger.persistence.base import Store
+from ledger.batching import GroupCommit
+from ledger.persistence.base import JobAppend, JobAppended, Store
 from ledger.persistence.open import open_store
 from ledger.settings import load_settings
 
@@ -17,6 +18,9 @@ from ledger.settings import load_settings
 class Ledger:
     def __init__(self, store: Store) -> None:
         self.store = store
+        # Job appends from any thread of this process commit in groups: one transaction and
+        # one commit for whatever gathered while the previous group was being written.
+        self.appends: GroupCommit[JobAppend, JobAppended] = GroupCommit(store.append_jobs)
 
     @property
     def dialect(self) -> str:

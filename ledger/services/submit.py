@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from ledger.brakes import brake_error, holding
+from ledger.brakes import brake_error, holding, scopes_for
 from ledger.clock import now
 from ledger.decisions import Caller, JobRequest, quota_refusal, retry_after, tool_refusal
 from ledger.dispatch import Dispatcher
@@ -23,7 +23,7 @@ from ledger.errors import (
 )
 from ledger.events import JobAccepted, JobRefused, NewEvent, job_stream
 from ledger.job_view import JobView
-from ledger.persistence.base import NO_STREAM, Writes
+from ledger.persistence.base import NO_STREAM, AppendStatus, JobAppend, Writes
 from ledger.services.ledger import Ledger
 from ledger.tools import ToolSpec, get_tool
 
@@ -41,14 +41,7 @@ def submit(
 ) -> Submitted:
     """Record the decision; dispatch an accepted job. Raises IdempotencyConflictError when
     the key was used with another body."""
-    for _ in range(3):
-        try:
-            submitted = _decide(ledger, caller, request)
-            break
-        except IdempotencyKeyTakenError:
-            continue  # a concurrent submit with this key committed first: replay it
-    else:
-        raise ContentionError("the idempotency key is contended by concurrent submits; retry")
+    submitted = _decide_grouped(ledger, caller, request) or _decide_locked(ledger, caller, request)
     view = submitted.view
     if dispatcher is not None and view.accepted and not submitted.replayed:
         try:
@@ -58,6 +51,58 @@ def submit(
                 "job %s accepted but not dispatched (%s); the reconciler will", view.job_id, exc
             )
     return submitted
+
+
+def _decide_grouped(ledger: Ledger, caller: Caller, request: JobRequest) -> Submitted | None:
+    """The common decision in one append that joins this process's group commit: the brake
+    is checked by the store inside it. None: this request needs the locked way (its tool has
+    a quota to count, or its idempotency key is already held: a replay or a conflict)."""
+    spec = get_tool(request.tool)
+    refusal = tool_refusal(spec, caller, request)
+    if refusal is None and spec is not None and spec.quota is not None:
+        return None
+    job_id = str(uuid.uuid4())
+    payload = _payload(spec, caller, request, refusal)
+    scopes = () if refusal is not None else scopes_for(request.tool, caller.account)
+    event = NewEvent(payload=payload, actor=caller.token_id)
+    done = ledger.appends.submit(
+        JobAppend(job_id, [event], None, brake_scopes=scopes, notify=False)
+    )
+    if done.status is AppendStatus.BRAKED:
+        refused = _payload(spec, caller, request, brake_error(done.brakes[0]))
+        event = NewEvent(payload=refused, actor=caller.token_id)
+        done = ledger.appends.submit(JobAppend(job_id, [event], None, notify=False))
+    if done.status is AppendStatus.IDEMPOTENCY:
+        return None
+    if done.status is not AppendStatus.OK:
+        raise ContentionError(f"job {job_id} could not be recorded ({done.status}); retry")
+    return Submitted(done.job, replayed=False)
+
+
+def _decide_locked(ledger: Ledger, caller: Caller, request: JobRequest) -> Submitted:
+    for _ in range(3):
+        try:
+            return _decide(ledger, caller, request)
+        except IdempotencyKeyTakenError:
+            continue  # a concurrent submit with this key committed first: replay it
+    raise ContentionError("the idempotency key is contended by concurrent submits; retry")
+
+
+def _payload(
+    spec: ToolSpec | None, caller: Caller, request: JobRequest, refusal: ErrorInfo | None
+) -> JobAccepted | JobRefused:
+    fields: dict[str, Any] = {
+        "account": caller.account,
+        "tool": request.tool,
+        "args": request.args,
+        "idempotency_key": request.idempotency_key,
+        "request_hash": request.fingerprint,
+        "spends": bool(spec and spec.spends),
+    }
+    if refusal is not None:
+        return JobRefused(**fields, error=refusal)
+    assert spec is not None
+    return JobAccepted(**fields, timeout_s=spec.timeout_s, max_attempts=spec.max_attempts)
 
 
 def _decide(ledger: Ledger, caller: Caller, request: JobRequest) -> Submitted:
@@ -73,22 +118,7 @@ def _decide(ledger: Ledger, caller: Caller, request: JobRequest) -> Submitted:
                     raise IdempotencyConflictError(earlier.job_id)
                 return Submitted(earlier, replayed=True)
         refusal = tool_refusal(spec, caller, request) or _precondition(tx, spec, caller, request)
-        request_fields: dict[str, Any] = {
-            "account": caller.account,
-            "tool": request.tool,
-            "args": request.args,
-            "idempotency_key": key,
-            "request_hash": fingerprint,
-            "spends": bool(spec and spec.spends),
-        }
-        payload: JobAccepted | JobRefused
-        if refusal is not None:
-            payload = JobRefused(**request_fields, error=refusal)
-        else:
-            assert spec is not None
-            payload = JobAccepted(
-                **request_fields, timeout_s=spec.timeout_s, max_attempts=spec.max_attempts
-            )
+        payload = _payload(spec, caller, request, refusal)
         event = NewEvent(payload=payload, actor=caller.token_id)
         appended = tx.append(job_stream(uuid.uuid4()), [event], NO_STREAM)
         return Submitted(appended.job, replayed=False)

@@ -6,12 +6,13 @@ from __future__ import annotations
 import contextlib
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from enum import StrEnum
 
 from ledger.brake_view import BrakeView
-from ledger.brakes import brake_error, holding
+from ledger.brakes import brake_error, holding, scopes_for
 from ledger.clock import now
 from ledger.codes import Status
 from ledger.errors import (
@@ -30,7 +31,12 @@ from ledger.events import (
     job_stream,
 )
 from ledger.job_view import JobView
-from ledger.persistence.base import BRAKES_LOCK
+from ledger.persistence.base import (
+    AppendStatus,
+    JobAppend,
+    JobAppended,
+    LeaseChange,
+)
 from ledger.services.ledger import Ledger
 
 
@@ -38,6 +44,13 @@ class ClaimResult(StrEnum):
     CLAIMED = "claimed"
     HALTED = "halted"  # a brake holds the job: recorded, nothing ran
     SKIPPED = "skipped"  # unknown, closed, running elsewhere, or claimed by another delivery
+
+
+@dataclass(frozen=True)
+class ClaimRequest:
+    job_id: str
+    worker: str
+    lease_s: float
 
 
 @dataclass(frozen=True)
@@ -53,38 +66,68 @@ class Claim:
 
 
 def claim(ledger: Ledger, job_id: str, worker: str, lease_s: float) -> Claim:
-    """Check the brake and claim the job in one transaction, ordered against `brake pull`.
+    return claim_many(ledger, [ClaimRequest(job_id, worker, lease_s)])[0]
 
-    Any database error propagates: if the brake cannot be read, the work does not start.
+
+def claim_many(ledger: Ledger, requests: Sequence[ClaimRequest]) -> list[Claim]:
+    """Claim jobs together: one read of their views, then one batch that re-checks the brake
+    and records `work.started` (with the lease) for each job no brake holds.
+
+    The batch checks the brakes under the brakes lock, shared, which `brake pull` takes
+    exclusive: no work starts after a pull has committed. It also checks each stream's head,
+    so a job that moved since the read (another delivery claimed it) is skipped. A job a brake
+    holds is then recorded `work.halted`: nothing runs. Any database error propagates: if the
+    brake cannot be read, no work starts.
     """
-    stream = job_stream(job_id)
-    try:
-        with ledger.store.transaction() as tx:
-            tx.lock(BRAKES_LOCK, shared=True)
-            view = tx.job(job_id)
-            if view is None:
-                return Claim(ClaimResult.SKIPPED, "unknown job")
-            if view.terminal or view.status is Status.RUNNING:
-                # Running means another delivery owns it; only the reconciler may decide it
-                # was lost, so a redelivered message never runs the tool a second time.
-                return Claim(ClaimResult.SKIPPED, f"job is {view.status.value}", view)
-            attempt = view.attempts + 1
-            held = holding(tx.active_brakes(), view.tool, view.account)
-            if held:
-                halted = WorkHalted(attempt=attempt, error=brake_error(held[0]))
-                appended = tx.append(
-                    stream, [NewEvent(payload=halted, actor=worker)], view.stream_version
-                )
-                return Claim(ClaimResult.HALTED, held[0].brake_id, appended.job)
-            expires = now() + timedelta(seconds=lease_s)
-            started = WorkStarted(attempt=attempt, worker=worker, lease_expires_at=expires)
-            appended = tx.append(
-                stream, [NewEvent(payload=started, actor=worker)], view.stream_version
-            )
-            tx.start_lease(job_id, attempt, worker, expires)
-            return Claim(ClaimResult.CLAIMED, "claimed", appended.job)
-    except ConcurrencyError:
+    with ledger.store.quick_read() as reads:
+        views = reads.jobs_by_id(list(dict.fromkeys(r.job_id for r in requests)))
+    decided: list[Claim | JobAppend] = []
+    taken: set[str] = set()
+    for request in requests:
+        view = views.get(request.job_id)
+        if request.job_id in taken:  # the same job twice in one batch: one delivery wins
+            decided.append(Claim(ClaimResult.SKIPPED, "claimed by another delivery", view))
+        elif view is None:
+            decided.append(Claim(ClaimResult.SKIPPED, "unknown job"))
+        elif view.terminal or view.status is Status.RUNNING:
+            # Running means another delivery owns it; only the reconciler may decide it was
+            # lost, so a redelivered message never runs the tool a second time.
+            decided.append(Claim(ClaimResult.SKIPPED, f"job is {view.status.value}", view))
+        else:
+            taken.add(request.job_id)
+            decided.append(_start(request, view))
+    starts = [d for d in decided if isinstance(d, JobAppend)]
+    done = dict(zip((s.job_id for s in starts), ledger.store.append_jobs(starts), strict=True))
+    halts = [_halt(s, done[s.job_id]) for s in starts if done[s.job_id].brakes]
+    done |= dict(zip((h.job_id for h in halts), ledger.store.append_jobs(halts), strict=True))
+    return [d if isinstance(d, Claim) else _claimed(d, done[d.job_id]) for d in decided]
+
+
+def _start(request: ClaimRequest, view: JobView) -> JobAppend:
+    attempt = view.attempts + 1
+    expires = now() + timedelta(seconds=request.lease_s)
+    started = WorkStarted(attempt=attempt, worker=request.worker, lease_expires_at=expires)
+    lease = LeaseChange("start", attempt, request.worker, expires)
+    event = NewEvent(payload=started, actor=request.worker)
+    scopes = scopes_for(view.tool, view.account)
+    return JobAppend(view.job_id, [event], view, lease, brake_scopes=scopes)
+
+
+def _halt(start: JobAppend, braked: JobAppended) -> JobAppend:
+    """A brake held the job: the claim records that, and nothing runs."""
+    attempt = start.before.attempts + 1 if start.before else 1
+    halted = WorkHalted(attempt=attempt, error=brake_error(braked.brakes[0]))
+    event = NewEvent(payload=halted, actor=start.events[0].actor)
+    return JobAppend(start.job_id, [event], start.before)
+
+
+def _claimed(append: JobAppend, done: JobAppended) -> Claim:
+    if done.status is not AppendStatus.OK:
         return Claim(ClaimResult.SKIPPED, "claimed by another delivery")
+    payload = done.appended.events[0].payload if done.appended else None
+    if isinstance(payload, WorkHalted):
+        return Claim(ClaimResult.HALTED, payload.error.cause or "", done.job)
+    return Claim(ClaimResult.CLAIMED, "claimed", done.job)
 
 
 def renew_lease(ledger: Ledger, job_id: str, attempt: int, lease_s: float) -> bool:
@@ -105,23 +148,29 @@ class Recorded:
 
 def record_outcome(
     ledger: Ledger,
-    job_id: str,
-    after_version: int,
+    claimed: JobView,
     event: NewEvent,
     *,
     retry_for_s: float = 60.0,
 ) -> Recorded:
     """Record the attempt's outcome exactly once, surviving database blips.
 
-    A retried write reuses the same event id, so a write that did land is recognised rather
-    than duplicated. If the job was closed meanwhile (the reconciler gave up on this worker),
-    the outcome is kept as `work.late_outcome` and the status does not change.
+    The write joins this process's group commit and follows the claim's own view (one round
+    trip for the group on Postgres). A retried write reuses the same event id, so a write that
+    did land is recognised rather than duplicated. If the job moved meanwhile (the reconciler
+    gave up on this worker), the outcome is kept as `work.late_outcome` and the status does not
+    change.
     """
+    attempt = getattr(event.payload, "attempt", 0)
+    append = JobAppend(claimed.job_id, [event], claimed, LeaseChange("drop", attempt))
     deadline = time.monotonic() + retry_for_s
     delay = 0.05
     while True:
         try:
-            return _record_once(ledger, job_id, after_version, event)
+            done = ledger.appends.submit(append)
+            if done.status in (AppendStatus.OK, AppendStatus.DUPLICATE):
+                return Recorded(late=False)
+            return _record_once(ledger, claimed.job_id, claimed.stream_version, event)
         except StorageUnavailableError:
             if time.monotonic() + delay > deadline:
                 raise

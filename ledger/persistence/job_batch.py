@@ -1,0 +1,127 @@
+"""Postgres: a batch of job appends as one call of `outcomes_append_jobs` (migration 0004).
+
+All the Python work happens before the call: the events are sealed (hashed, chained to the
+view's `head_hash`) and folded into the next view with the same `evolve` every store uses.
+The server checks the head and the invariants under the append lock, assigns positions, fills
+the view's `ledger_position` in, and answers one status per item.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import orjson
+from sqlalchemy import text
+
+from ledger.brake_view import BrakeView
+from ledger.chain import seal
+from ledger.errors import JobStreamError
+from ledger.events import RecordedEvent, job_stream
+from ledger.job_view import JobView, evolve
+from ledger.persistence.base import Appended, AppendStatus, JobAppend, JobAppended
+from ledger.persistence.projections import job_columns
+
+CALL_SQLALCHEMY = text("SELECT outcomes_append_jobs(CAST(:items AS jsonb))")
+
+
+@dataclass(frozen=True)
+class Planned:
+    item: JobAppend
+    rows: list[dict[str, Any]]
+    view: JobView  # folded; its ledger_position is filled in once the server answers
+
+
+def fast(item: JobAppend) -> bool:
+    """Whether the server can take this item: it must know the head's hash (views written
+    before `head_hash` existed go the general way)."""
+    return item.before is None or item.before.head_hash is not None
+
+
+def run(items: Sequence[JobAppend], now: datetime, call: Callable[[str], Any]) -> list[JobAppended]:
+    """Plan every item, send the planned ones in one `call(payload)`, answer in item order."""
+    planned: list[Planned | JobAppended] = [_plan_or_refuse(item, now) for item in items]
+    sent = [p for p in planned if isinstance(p, Planned)]
+    answers = iter(results(sent, call(payload(sent))) if sent else [])
+    return [p if isinstance(p, JobAppended) else next(answers) for p in planned]
+
+
+def _plan_or_refuse(item: JobAppend, now: datetime) -> Planned | JobAppended:
+    try:
+        return plan(item, now)
+    except JobStreamError:
+        # Only a closed job refuses to fold another outcome: the server would say the same.
+        if item.before is not None and item.before.terminal:
+            return JobAppended(AppendStatus.TERMINAL)
+        raise
+
+
+def plan(item: JobAppend, now: datetime) -> Planned:
+    before = item.before
+    version = before.stream_version if before else 0
+    rows = seal(
+        job_stream(item.job_id), item.events, version, before.head_hash if before else None, now
+    )
+    view = before
+    for row in rows:
+        view = evolve(view, RecordedEvent(position=0, **row))
+    assert view is not None
+    return Planned(item, rows, view)
+
+
+def payload(planned: Sequence[Planned]) -> str:
+    return orjson.dumps([_item(p) for p in planned], default=_encode).decode()
+
+
+def _item(p: Planned) -> dict[str, Any]:
+    lease = p.item.lease
+    return {
+        "stream_id": job_stream(p.item.job_id),
+        "events": [row | {"event_id": str(row["event_id"])} for row in p.rows],
+        "job": {
+            "job_id": p.item.job_id,
+            **job_columns(p.view),
+            "view": p.view.model_dump(mode="json"),
+        },
+        "lease": None
+        if lease is None
+        else {
+            "op": lease.op,
+            "attempt": lease.attempt,
+            "worker": lease.worker,
+            "expires_at": lease.expires_at,
+        },
+        "brake_scopes": list(p.item.brake_scopes) if p.item.brake_scopes else None,
+        "notify": p.item.notify,
+    }
+
+
+def _encode(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    raise TypeError(f"cannot encode {type(value).__name__}")
+
+
+def results(planned: Sequence[Planned], answer: Any) -> list[JobAppended]:
+    answers = orjson.loads(answer) if isinstance(answer, str | bytes) else answer
+    return [_result(p, a) for p, a in zip(planned, answers, strict=True)]
+
+
+def _result(p: Planned, answer: dict[str, Any]) -> JobAppended:
+    status = AppendStatus(answer["status"])
+    if status is AppendStatus.OK:
+        positions = answer["positions"]
+        events = [
+            RecordedEvent(position=pos, **row) for pos, row in zip(positions, p.rows, strict=True)
+        ]
+        view = p.view.model_copy(update={"ledger_position": positions[-1]})
+        return JobAppended(status, Appended(events, view))
+    if status is AppendStatus.BRAKED:
+        held = sorted(
+            (BrakeView.model_validate(b) for b in answer["brakes"]),
+            key=lambda b: (b.pulled_at, b.brake_id),
+        )
+        return JobAppended(status, brakes=tuple(held))
+    return JobAppended(status, holder=answer.get("job_id"))
