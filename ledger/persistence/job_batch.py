@@ -24,6 +24,7 @@ from ledger.job_view import JobView, evolve
 from ledger.persistence.base import Appended, AppendStatus, JobAppend, JobAppended
 from ledger.persistence.projections import job_columns
 
+CALL = "SELECT outcomes_append_jobs(%s::jsonb)"
 CALL_SQLALCHEMY = text("SELECT outcomes_append_jobs(CAST(:items AS jsonb))")
 
 

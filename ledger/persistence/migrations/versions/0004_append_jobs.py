@@ -87,9 +87,13 @@ BEGIN
             results := results || jsonb_build_array(jsonb_build_object('status', 'terminal'));
             CONTINUE;
         END IF;
-        IF EXISTS (SELECT 1 FROM events e
-                    WHERE e.event_id IN (SELECT (x.value->>'event_id')::uuid
-                                           FROM jsonb_array_elements(item->'events') x)) THEN
+        found := NULL;
+        FOR ev IN SELECT x.value FROM jsonb_array_elements(item->'events') x LOOP
+            SELECT 'duplicate' INTO found FROM events e
+             WHERE e.event_id = (ev->>'event_id')::uuid;  -- one index probe per event
+            EXIT WHEN found IS NOT NULL;
+        END LOOP;
+        IF found IS NOT NULL THEN
             results := results || jsonb_build_array(jsonb_build_object('status', 'duplicate'));
             CONTINUE;
         END IF;
