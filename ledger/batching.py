@@ -19,38 +19,51 @@ R = TypeVar("R")
 
 
 class _Ticket(Generic[T, R]):
-    __slots__ = ("done", "error", "item", "result")
+    __slots__ = ("done", "error", "item", "lead", "result", "wake")
 
     def __init__(self, item: T) -> None:
         self.item = item
         self.done = False
+        self.lead = False  # woken to lead the next flush, not because its own is done
         self.result: R | None = None
         self.error: BaseException | None = None
+        self.wake = threading.Event()
 
 
 class GroupCommit(Generic[T, R]):
     def __init__(self, flush: Callable[[list[T]], Sequence[R]], max_batch: int = 64) -> None:
         self._flush = flush
         self._max_batch = max_batch
-        self._cond = threading.Condition()
+        self._lock = threading.Lock()
         self._queue: list[_Ticket[T, R]] = []
-        self._busy = False
+        self._busy = False  # a flush is in flight, or its successor has been named
         self.flushes = 0  # how many flushes ran (a measure of the batching)
 
     def submit(self, item: T) -> R:
         ticket: _Ticket[T, R] = _Ticket(item)
-        with self._cond:
+        with self._lock:
             self._queue.append(ticket)
-        while True:
-            with self._cond:
-                while not ticket.done and self._busy:
-                    self._cond.wait()
-                if ticket.done:
-                    return self._answer(ticket)
-                self._busy = True  # this caller leads the next flush
-                batch = self._queue[: self._max_batch]
-                del self._queue[: self._max_batch]
-            self._run(batch)
+            leads = not self._busy
+            self._busy = True
+        if not leads:
+            ticket.wake.wait()
+            if ticket.done:
+                return self._answer(ticket)
+        # Leading: flush what waits (this ticket first), then hand the lead on. Only the
+        # callers concerned are woken: no herd of waiters rechecking a shared condition.
+        with self._lock:
+            batch = self._queue[: self._max_batch]
+            del self._queue[: self._max_batch]
+        self._run(batch)
+        with self._lock:
+            self.flushes += 1
+            if self._queue:
+                successor = self._queue[0]
+                successor.lead = True
+                successor.wake.set()
+            else:
+                self._busy = False
+        return self._answer(ticket)
 
     def _run(self, batch: list[_Ticket[T, R]]) -> None:
         try:
@@ -63,13 +76,9 @@ class GroupCommit(Generic[T, R]):
         else:
             for ticket, result in zip(batch, results, strict=True):
                 ticket.result = result
-        finally:
-            with self._cond:
-                self.flushes += 1
-                for ticket in batch:
-                    ticket.done = True
-                self._busy = False
-                self._cond.notify_all()
+        for ticket in batch:
+            ticket.done = True
+            ticket.wake.set()
 
     @staticmethod
     def _answer(ticket: _Ticket[T, R]) -> R:

@@ -24,11 +24,12 @@ from ledger.events import NewEvent, RecordedEvent
 def normalize_data(data: Mapping[str, Any]) -> dict[str, Any]:
     """JSON round trip: what is hashed is exactly what the database gives back."""
     try:
-        normal: dict[str, Any] = orjson.loads(orjson.dumps(data))
+        encoded = orjson.dumps(data)
     except (TypeError, orjson.JSONEncodeError) as exc:
         raise InvalidEventError(f"event data is not JSON: {exc}") from None
-    if b"\\u0000" in orjson.dumps(normal):
+    if b"\\u0000" in encoded:  # neither database stores NUL in text
         raise InvalidEventError("event data contains a NUL character")
+    normal: dict[str, Any] = orjson.loads(encoded)
     return normal
 
 

@@ -60,9 +60,11 @@ class JobAppend:
     events: Sequence[NewEvent]
     before: JobView | None
     lease: LeaseChange | None = None
-    # The brake check of a submit or a claim: the brakes lock is taken shared, then the item is
-    # refused with status BRAKED (nothing written) when a brake in one of these scopes holds.
+    # The brake check of a submit or a claim: the item is refused with status BRAKED (nothing
+    # written) when a brake in one of these scopes holds.
     brake_scopes: tuple[str, ...] = ()
+    # A claim's check is ordered against `brake pull`: the brakes lock is taken shared first.
+    brakes_lock: bool = False
     notify: bool = True  # wake long-polls (nobody can wait on a job not yet answered)
 
     @property
@@ -234,7 +236,7 @@ class Writes(Reads):
     def append_jobs(self, items: Sequence[JobAppend]) -> list[JobAppended]:
         """Append each item in this transaction; an item that cannot be appended reports why
         (its status) and leaves the others to commit."""
-        if any(item.brake_scopes for item in items):
+        if any(item.brakes_lock for item in items):
             self.lock(BRAKES_LOCK, shared=True)  # ordered against `brake pull`
         return [self._append_job(item) for item in items]
 

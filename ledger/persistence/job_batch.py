@@ -95,6 +95,7 @@ def _item(p: Planned) -> dict[str, Any]:
             "expires_at": lease.expires_at,
         },
         "brake_scopes": list(p.item.brake_scopes) if p.item.brake_scopes else None,
+        "brakes_lock": p.item.brakes_lock,
         "notify": p.item.notify,
     }
 

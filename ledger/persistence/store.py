@@ -21,7 +21,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from ledger.chain import seal
 from ledger.clock import now
-from ledger.errors import ConcurrencyError, StorageUnavailableError
+from ledger.errors import ConcurrencyError
 from ledger.events import NewEvent, RecordedEvent
 from ledger.persistence import job_batch
 from ledger.persistence.base import (
@@ -226,20 +226,19 @@ class SqlStore(Store):
     def _call_alone(self, body: str) -> Any:
         # psycopg directly, in autocommit: SQLAlchemy's per-statement work would cost as much
         # client time as the statement itself on this path (bench.append, bench.roundtrips).
-        pooled = self.engine.raw_connection()
+        with translated():  # connecting fails too while the server is away
+            pooled = self.engine.raw_connection()
         try:
             conn = pooled.driver_connection
             assert isinstance(conn, psycopg.Connection)
-            with translated():
-                conn.autocommit = True
-                try:
+            try:
+                with translated():
+                    conn.autocommit = True
                     row = conn.execute(job_batch.CALL, (body,)).fetchone()
-                finally:
-                    if not conn.broken:
-                        conn.autocommit = False  # as the pool lends it to SQLAlchemy
-        except StorageUnavailableError:
-            pooled.invalidate()  # a broken connection must not go back to the pool
-            raise
+                    conn.autocommit = False  # as the pool lends it to SQLAlchemy
+            except BaseException:
+                pooled.invalidate()  # in whatever state the failure left it: never again
+                raise
         finally:
             pooled.close()
         assert row is not None

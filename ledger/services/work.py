@@ -70,36 +70,38 @@ def claim(ledger: Ledger, job_id: str, worker: str, lease_s: float) -> Claim:
 
 
 def claim_many(ledger: Ledger, requests: Sequence[ClaimRequest]) -> list[Claim]:
-    """Claim jobs together: one read of their views, then one batch that re-checks the brake
-    and records `work.started` (with the lease) for each job no brake holds.
+    """Claim jobs together, in one transaction: one read of their views, then one batch that
+    re-checks the brake and records `work.started` (with the lease) for each job no brake
+    holds; a job a brake holds is recorded `work.halted`, and nothing runs.
 
     The batch checks the brakes under the brakes lock, shared, which `brake pull` takes
     exclusive: no work starts after a pull has committed. It also checks each stream's head,
-    so a job that moved since the read (another delivery claimed it) is skipped. A job a brake
-    holds is then recorded `work.halted`: nothing runs. Any database error propagates: if the
-    brake cannot be read, no work starts.
+    so a job that moved since the read (another delivery claimed it) is skipped. The claim
+    commits only when this worker asks it to: a worker killed while it waits for the lock
+    leaves nothing recorded, and its message goes to another. Any database error propagates:
+    if the brake cannot be read, no work starts.
     """
-    with ledger.store.quick_read() as reads:
-        views = reads.jobs_by_id(list(dict.fromkeys(r.job_id for r in requests)))
-    decided: list[Claim | JobAppend] = []
-    taken: set[str] = set()
-    for request in requests:
-        view = views.get(request.job_id)
-        if request.job_id in taken:  # the same job twice in one batch: one delivery wins
-            decided.append(Claim(ClaimResult.SKIPPED, "claimed by another delivery", view))
-        elif view is None:
-            decided.append(Claim(ClaimResult.SKIPPED, "unknown job"))
-        elif view.terminal or view.status is Status.RUNNING:
-            # Running means another delivery owns it; only the reconciler may decide it was
-            # lost, so a redelivered message never runs the tool a second time.
-            decided.append(Claim(ClaimResult.SKIPPED, f"job is {view.status.value}", view))
-        else:
-            taken.add(request.job_id)
-            decided.append(_start(request, view))
-    starts = [d for d in decided if isinstance(d, JobAppend)]
-    done = dict(zip((s.job_id for s in starts), ledger.store.append_jobs(starts), strict=True))
-    halts = [_halt(s, done[s.job_id]) for s in starts if done[s.job_id].brakes]
-    done |= dict(zip((h.job_id for h in halts), ledger.store.append_jobs(halts), strict=True))
+    with ledger.store.transaction() as tx:
+        views = tx.jobs_by_id(list(dict.fromkeys(r.job_id for r in requests)))
+        decided: list[Claim | JobAppend] = []
+        taken: set[str] = set()
+        for request in requests:
+            view = views.get(request.job_id)
+            if request.job_id in taken:  # the same job twice in one batch: one delivery wins
+                decided.append(Claim(ClaimResult.SKIPPED, "claimed by another delivery", view))
+            elif view is None:
+                decided.append(Claim(ClaimResult.SKIPPED, "unknown job"))
+            elif view.terminal or view.status is Status.RUNNING:
+                # Running means another delivery owns it; only the reconciler may decide it
+                # was lost, so a redelivered message never runs the tool a second time.
+                decided.append(Claim(ClaimResult.SKIPPED, f"job is {view.status.value}", view))
+            else:
+                taken.add(request.job_id)
+                decided.append(_start(request, view))
+        starts = [d for d in decided if isinstance(d, JobAppend)]
+        done = dict(zip((s.job_id for s in starts), tx.append_jobs(starts), strict=True))
+        halts = [_halt(s, done[s.job_id]) for s in starts if done[s.job_id].brakes]
+        done |= dict(zip((h.job_id for h in halts), tx.append_jobs(halts), strict=True))
     return [d if isinstance(d, Claim) else _claimed(d, done[d.job_id]) for d in decided]
 
 
@@ -110,7 +112,7 @@ def _start(request: ClaimRequest, view: JobView) -> JobAppend:
     lease = LeaseChange("start", attempt, request.worker, expires)
     event = NewEvent(payload=started, actor=request.worker)
     scopes = scopes_for(view.tool, view.account)
-    return JobAppend(view.job_id, [event], view, lease, brake_scopes=scopes)
+    return JobAppend(view.job_id, [event], view, lease, brake_scopes=scopes, brakes_lock=True)
 
 
 def _halt(start: JobAppend, braked: JobAppended) -> JobAppend:

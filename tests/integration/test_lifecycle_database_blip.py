@@ -7,9 +7,7 @@ the outcome is recorded exactly once: the job succeeds with no duplicate event.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any
+from collections.abc import Sequence
 
 import psycopg
 import pytest
@@ -19,7 +17,9 @@ from ledger.codes import Status
 from ledger.decisions import JobRequest
 from ledger.errors import StorageUnavailableError
 from ledger.events import NewEvent, WorkSucceeded, job_stream
-from ledger.persistence.store import SqlStore, SqlWrites
+from ledger.job_view import JobView
+from ledger.persistence.base import JobAppend, JobAppended
+from ledger.persistence.store import SqlStore
 from ledger.services.ledger import Ledger
 from ledger.services.submit import submit
 from ledger.tools import load_tool_modules
@@ -28,21 +28,27 @@ from tests.factories import open_sql
 from tests.plugins.deployments import AGENT, TOOL_MODULES, load_views
 
 
-class CommitThenBlip(SqlStore):
-    """The first transaction commits, then the connection is reported lost: the writer cannot
-    know whether its write landed (the worst kind of blip)."""
+class Spied(SqlStore):
+    """The same ledger, counting how each batch of appends went: "ok" or "unavailable". With
+    `blip_after_commit`, the first batch commits and then the connection is reported lost: the
+    writer cannot know whether its write landed (the worst kind of blip)."""
 
-    def __init__(self, inner: SqlStore) -> None:
+    def __init__(self, inner: SqlStore, blip_after_commit: bool) -> None:
         super().__init__(inner.engine, inner.projections)
-        self.blips = 1
+        self.blips = 1 if blip_after_commit else 0
+        self.tries: list[str] = []
 
-    @contextmanager
-    def transaction(self) -> Iterator[SqlWrites]:
-        with super().transaction() as tx:
-            yield tx
-        if self.blips:
-            self.blips -= 1
-            raise StorageUnavailableError("connection lost after commit (simulated)")
+    def append_jobs(self, items: Sequence[JobAppend]) -> list[JobAppended]:
+        try:
+            done = super().append_jobs(items)
+            if self.blips:
+                self.blips -= 1
+                raise StorageUnavailableError("connection lost after commit (simulated)")
+        except StorageUnavailableError:
+            self.tries.append("unavailable")
+            raise
+        self.tries.append("ok")
+        return done
 
 
 def terminate_other_backends(url: str) -> None:
@@ -55,11 +61,11 @@ def terminate_other_backends(url: str) -> None:
         )
 
 
-def claimed_job(store: SqlStore) -> tuple[str, int]:
+def claimed_job(store: SqlStore) -> JobView:
     job = submit(Ledger(store), AGENT, JobRequest("tracker.read_issue", {"issue_ref": "T-1"})).view
     claim = work.claim(Ledger(store), job.job_id, "itest-worker", 30.0)
-    assert claim.result is work.ClaimResult.CLAIMED
-    return job.job_id, claim.version
+    assert claim.result is work.ClaimResult.CLAIMED and claim.view is not None
+    return claim.view
 
 
 @pytest.mark.parametrize(
@@ -71,37 +77,24 @@ def claimed_job(store: SqlStore) -> tuple[str, int]:
     ],
 )
 def test_the_outcome_write_survives_a_database_blip(
-    blip: str, backend: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+    blip: str, request: pytest.FixtureRequest, backend: str
 ) -> None:
     database_url = str(request.getfixturevalue(backend))
     load_tool_modules(TOOL_MODULES.split(","))
     real = open_sql(database_url)
     try:
-        job_id, version = claimed_job(real)
-        store: SqlStore = CommitThenBlip(real) if blip == "commit_then_lost" else real
-        tries: list[str] = []
-        record_once = work._record_once
-
-        def spy(*args: Any) -> work.Recorded:
-            try:
-                recorded = record_once(*args)
-            except StorageUnavailableError:
-                tries.append("unavailable")
-                raise
-            tries.append("ok")
-            return recorded
-
-        monkeypatch.setattr(work, "_record_once", spy)
+        claimed = claimed_job(real)
+        store = Spied(real, blip_after_commit=blip == "commit_then_lost")
         if blip == "backend_terminated":
             terminate_other_backends(database_url)  # kills the store's pooled connection
         event = NewEvent(payload=WorkSucceeded(attempt=1, result={"ok": True}), actor="w")
-        recorded = work.record_outcome(Ledger(store), job_id, version, event)
+        recorded = work.record_outcome(Ledger(store), claimed, event)
 
-        assert tries == ["unavailable", "ok"]
+        assert store.tries == ["unavailable", "ok"]
         assert recorded.late is False
-        stream = real.read_stream(job_stream(job_id))
+        stream = real.read_stream(job_stream(claimed.job_id))
         assert [e.event_id for e in stream].count(event.event_id) == 1
         assert [e.type for e in stream] == ["job.accepted", "work.started", "work.succeeded"]
-        assert load_views(real, [job_id])[job_id].status is Status.SUCCEEDED
+        assert load_views(real, [claimed.job_id])[claimed.job_id].status is Status.SUCCEEDED
     finally:
         real.close()

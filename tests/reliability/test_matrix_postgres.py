@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 import psycopg
@@ -30,7 +30,7 @@ from ledger.decisions import JobRequest
 from ledger.errors import ImmutableLedgerError, StorageUnavailableError
 from ledger.events import job_stream
 from ledger.outcomes import Succeeded
-from ledger.persistence.base import Reads
+from ledger.persistence.base import JobAppend, JobAppended, Reads
 from ledger.persistence.store import SqlStore, SqlWrites
 from ledger.services.execute import Executor
 from ledger.services.ledger import Ledger
@@ -260,6 +260,11 @@ class SwitchableLedger(SqlStore):
             raise StorageUnavailableError("connection refused (simulated outage)")
         with super().quick_read() as reads:
             yield reads
+
+    def append_jobs(self, items: Sequence[JobAppend]) -> list[JobAppended]:
+        if self.down.is_set():  # the batched write path has its own connection
+            raise StorageUnavailableError("connection refused (simulated outage)")
+        return super().append_jobs(items)
 
 
 @pytest.mark.postgres

@@ -1,7 +1,7 @@
 """Postgres: one server-side statement appends a batch of job events (one round trip).
 
-`outcomes_append_jobs(items jsonb)` takes the append lock (after the brakes lock, shared, when
-an item checks the brakes), and for each item checks the stream's head (version and hash), the
+`outcomes_append_jobs(items jsonb)` takes the append lock (after the brakes lock, shared, for a
+claim), and for each item checks the stream's head (version and hash), the
 one-terminal rule, event ids, the idempotency key and (for a submit or a claim) the brakes;
 then inserts the events, upserts the job's read-model row (the view folded in Python, its
 position filled in here), changes the lease, and notifies. A failed check is reported per item
@@ -47,10 +47,10 @@ DECLARE
     pos bigint;
     positions bigint[];
 BEGIN
-    -- Items that check the brakes take the brakes lock shared first, as every claim does
-    -- (and before the append lock, in the order `brake pull` takes them: no deadlock).
+    -- A claim takes the brakes lock shared first, as `brake pull` takes it exclusive (and
+    -- before the append lock, in the order `brake pull` takes them: no deadlock).
     IF EXISTS (SELECT 1 FROM jsonb_array_elements(p_items) x
-                WHERE jsonb_typeof(x.value->'brake_scopes') = 'array') THEN
+                WHERE (x.value->>'brakes_lock')::boolean) THEN
         PERFORM pg_advisory_xact_lock_shared({BRAKE_LOCK_KEY});
     END IF;
     PERFORM pg_advisory_xact_lock({APPEND_LOCK_KEY});
