@@ -12,13 +12,14 @@ from celery import Celery
 from ledger.services.reconcile import INTERVAL_S as RECONCILE_INTERVAL_S
 from ledger.settings import DEFAULT_HOME, Settings, load_settings
 from ledger.tools import load_tool_modules
+from workers.embedded_broker import SCHEME
 
 EXECUTE_TASK = "outcomes.execute"
 RECONCILE_TASK = "outcomes.reconcile"
 
 
 def embedded_broker(home: Path = DEFAULT_HOME) -> tuple[str, dict[str, Any]]:
-    """kombu's filesystem transport: a queue in a folder, no server, shared by processes."""
+    """A queue in a folder, no server, shared by processes (`workers.embedded_broker`)."""
     queue_dir = (home / "broker" / "queue").resolve()
     processed = (home / "broker" / "processed").resolve()
     control = (home / "broker" / "control").resolve()  # kombu's default is ./control
@@ -32,7 +33,7 @@ def embedded_broker(home: Path = DEFAULT_HOME) -> tuple[str, dict[str, Any]]:
         "control_folder": str(control),
         "polling_interval": 0.05,
     }
-    return "filesystem://", options
+    return f"{SCHEME}://", options
 
 
 def broker_settings(settings: Settings) -> tuple[str, dict[str, Any]]:
