@@ -1,8 +1,13 @@
-"""The per-stream hash chain: canonical encoding, hashing and verification (contract §2).
+"""The hash chains: canonical encoding, hashing and verification (contract §2).
 
-Each event's hash covers its identity, place, content and the previous hash in the same
-stream, so an edited or deleted row breaks the chain at that point. A history re-hashed end to
-end is consistent with itself; only a digest saved earlier (see `ledger.digest`) exposes it.
+Two chains, checked together:
+- per stream: each event's hash covers its identity, place, content and the previous hash in
+  the same stream, so an edited row, or a deleted one inside a stream, breaks it there;
+- ledger-wide: each event's `ledger_hash` links its hash to the previous position's
+  `ledger_hash`, so a deleted event anywhere (a stream's newest included, as long as any
+  event follows it), an inserted or a reordered one breaks the chain at the next position.
+A history re-hashed end to end is consistent with itself, and so is a ledger cut at its very
+end; only a digest saved earlier (see `ledger.digest`) exposes those.
 """
 
 from __future__ import annotations
@@ -62,6 +67,19 @@ def event_hash(
     return hashlib.sha256(canonical).hexdigest()
 
 
+def ledger_link(prev_ledger_hash: str | None, event_hash: str) -> str:
+    """The ledger-wide link of an event (migration 0005 computes the same in SQL)."""
+    return hashlib.sha256(f"{prev_ledger_hash or ''}:{event_hash}".encode()).hexdigest()
+
+
+def link_rows(prev_ledger_hash: str | None, rows: Sequence[dict[str, Any]]) -> str | None:
+    """Fill each sealed row's `ledger_hash`, in order, after `prev_ledger_hash` (for stores
+    that compute it themselves); returns the last one."""
+    for row in rows:
+        prev_ledger_hash = row["ledger_hash"] = ledger_link(prev_ledger_hash, row["hash"])
+    return prev_ledger_hash
+
+
 def seal(
     stream_id: str,
     new_events: Sequence[NewEvent],
@@ -99,6 +117,10 @@ class ProblemKind(StrEnum):
     DIGEST_TRUNCATED = "digest_truncated"  # a stream ends before the version a digest names
     DIGEST_EXTRA = "digest_extra"  # an event within the digest's span that it did not see
     DIGEST_COUNT = "digest_count"  # the digest's span holds another number of events now
+    LEDGER_CHAIN_BROKEN = "ledger_chain_broken"  # an event before this position was removed,
+    # inserted or moved: its ledger_hash does not follow from the previous position's
+    DIGEST_LEDGER_MISMATCH = "digest_ledger_mismatch"  # the ledger up to the digest's position
+    # is not the ledger the digest saw
 
 
 @dataclass(frozen=True)
@@ -136,6 +158,7 @@ class Checkpoint:
     heads: Mapping[str, tuple[int, str]]
     position: int
     events: int
+    ledger_hash: str | None = None  # the ledger-wide link at `position` (older digests: None)
 
 
 def verify_chain(
@@ -146,14 +169,31 @@ def verify_chain(
     report = VerifyReport()
     heads: dict[str, tuple[int, str]] = {}
     within = 0
+    ledger_hash: str | None = None
+    at_checkpoint: str | None = None
     for link in links:
         report.events_checked += 1
         _check_link(link, heads.get(link.stream_id), report)
+        _check_ledger_link(link, ledger_hash, report)
+        ledger_hash = link.ledger_hash
         heads[link.stream_id] = (link.stream_version, link.hash)
         if checkpoint is not None and link.position <= checkpoint.position:
             within += 1
+            at_checkpoint = link.ledger_hash
             _check_against_digest(link, checkpoint.heads.get(link.stream_id), report)
     report.streams_checked = len(heads)
+    if checkpoint is not None and checkpoint.ledger_hash not in (None, at_checkpoint):
+        report.problems.append(
+            Problem(
+                ProblemKind.DIGEST_LEDGER_MISMATCH,
+                "",
+                0,
+                None,
+                f"the ledger up to position {checkpoint.position} is not the one the "
+                "digest saw (its ledger-wide hash differs: events were cut, inserted or "
+                "rewritten)",
+            )
+        )
     if checkpoint is not None:
         if within != checkpoint.events:
             report.problems.append(
@@ -225,6 +265,22 @@ def _check_link(link: RecordedEvent, head: tuple[int, str] | None, report: Verif
                 f"{where}: content does not match its hash (edited)",
             )
         )
+
+
+def _check_ledger_link(link: RecordedEvent, prev: str | None, report: VerifyReport) -> None:
+    if link.ledger_hash == ledger_link(prev, link.hash):
+        return
+    report.problems.append(
+        Problem(
+            ProblemKind.LEDGER_CHAIN_BROKEN,
+            link.stream_id,
+            link.stream_version,
+            link.position,
+            f"{link.stream_id} v{link.stream_version} (position {link.position}): the "
+            "ledger-wide chain breaks here: an event before it was deleted, inserted or "
+            "moved, or this one was",
+        )
+    )
 
 
 def _check_against_digest(

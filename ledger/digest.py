@@ -26,25 +26,33 @@ class Digest:
     position: int  # the highest position the digest covers
     events: int
     heads: dict[str, tuple[int, str]]
+    # The ledger-wide link at `position`: binds every event up to it, in order. Digests taken
+    # before the ledger-wide chain existed have none, and prove the stream heads alone.
+    ledger_hash: str | None = None
 
     @property
     def root(self) -> str:
         """One hash over everything the digest states, so a damaged file is detectable.
         (Unkeyed: it catches damage; keeping the file out of writers' reach stops forgers.)"""
-        canonical = orjson.dumps(
-            {
-                "created_at": format_time(self.created_at),
-                "position": self.position,
-                "events": self.events,
-                "heads": {s: [v, h] for s, (v, h) in self.heads.items()},
-            },
-            option=orjson.OPT_SORT_KEYS,
-        )
+        stated: dict[str, Any] = {
+            "created_at": format_time(self.created_at),
+            "position": self.position,
+            "events": self.events,
+            "heads": {s: [v, h] for s, (v, h) in self.heads.items()},
+        }
+        if self.ledger_hash is not None:
+            stated["ledger_hash"] = self.ledger_hash
+        canonical = orjson.dumps(stated, option=orjson.OPT_SORT_KEYS)
         return hashlib.sha256(canonical).hexdigest()
 
     @property
     def checkpoint(self) -> Checkpoint:
-        return Checkpoint(heads=self.heads, position=self.position, events=self.events)
+        return Checkpoint(
+            heads=self.heads,
+            position=self.position,
+            events=self.events,
+            ledger_hash=self.ledger_hash,
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -54,6 +62,7 @@ class Digest:
             "events": self.events,
             "streams": len(self.heads),
             "root": self.root,
+            "ledger_hash": self.ledger_hash,
             "heads": {s: [v, h] for s, (v, h) in sorted(self.heads.items())},
         }
 
@@ -75,6 +84,7 @@ class Digest:
                 position=int(doc["position"]),
                 events=int(doc["events"]),
                 heads=heads,
+                ledger_hash=doc.get("ledger_hash"),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise DigestError(f"malformed digest: {exc!r}") from None

@@ -262,6 +262,8 @@ class RecordedEvent(BaseModel):
     recorded_at: datetime
     prev_hash: str | None
     hash: str
+    # The ledger-wide link (ledger.chain.ledger_link); None until the store has recorded it.
+    ledger_hash: str | None = None
 
     @property
     def payload(self) -> Payload:

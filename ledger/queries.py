@@ -81,6 +81,7 @@ class Heads:
     position: int
     events: int
     heads: dict[str, tuple[int, str]]
+    ledger_hash: str | None = None  # the ledger-wide link at `position`
 
 
 @dataclass(frozen=True)

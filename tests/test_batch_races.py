@@ -113,20 +113,25 @@ def test_a_brake_pulled_during_batched_claims_stops_every_later_start(ledger: Le
     ]
     claims: list[tuple[str, ClaimResult]] = []
     lock = threading.Lock()
+    was_pulled = threading.Event()
 
-    def claimer(share: list[str]) -> None:
+    def claimer(share: list[str], wait_for_pull: bool) -> None:
         for start in range(0, len(share), 8):
             batch = [ClaimRequest(j, "w", 30.0) for j in share[start : start + 8]]
             done = claim_many(ledger, batch)
             with lock:
                 claims.extend((r.job_id, c.result) for r, c in zip(batch, done, strict=True))
+            if wait_for_pull:  # so some claims surely come after it, however busy the machine
+                was_pulled.wait(timeout=60)
 
-    threads = [threading.Thread(target=claimer, args=(job_ids[i::3],)) for i in range(3)]
+    # One claimer races the pull; two wait for it after their first batch.
+    threads = [threading.Thread(target=claimer, args=(job_ids[i::3], i > 0)) for i in range(3)]
     for thread in threads:
         thread.start()
     while len(claims) < 24:  # let some batches commit before the pull
         time.sleep(0.001)
     pulled = brakes.pull(ledger, "global", "stop", "olga")
+    was_pulled.set()
     for thread in threads:
         thread.join(timeout=60)
 

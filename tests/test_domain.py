@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from ledger.chain import Checkpoint, ProblemKind, event_hash, verify_chain
+from ledger.chain import Checkpoint, ProblemKind, event_hash, ledger_link, verify_chain
 from ledger.codes import Code, NextAction, OutcomeMissingCause, Status, next_action
 from ledger.digest import Digest
 from ledger.error_info import ErrorInfo
@@ -204,7 +204,9 @@ def link(version: int, prev: str | None, data: dict[str, Any], position: int) ->
 def chain(n: int) -> list[RecordedEvent]:
     links: list[RecordedEvent] = []
     for v in range(1, n + 1):
-        links.append(link(v, links[-1].hash if links else None, {"n": v}, v * 10))
+        new = link(v, links[-1].hash if links else None, {"n": v}, v * 10)
+        prev_link = links[-1].ledger_hash if links else None
+        links.append(new.model_copy(update={"ledger_hash": ledger_link(prev_link, new.hash)}))
     return links
 
 
@@ -259,17 +261,27 @@ def test_an_event_slipped_into_the_digests_span_is_caught() -> None:
     forged = link(1, None, {"forged": True}, 15)
     forged = forged.model_copy(update={"stream_id": "other"})
     forged = forged.model_copy(update={"hash": event_hash(**_fields(forged))})
-    report = verify_chain([links[0], forged, links[1], links[2]], checkpoint)
+    report = verify_chain(relinked([links[0], forged, links[1], links[2]]), checkpoint)
     kinds = {p.kind for p in report.problems}
     assert kinds == {ProblemKind.DIGEST_EXTRA, ProblemKind.DIGEST_COUNT}
     assert report.first_problem is not None and report.first_problem.position == 15
     # Appends after the digest's span are simply newer history.
     later = link(4, links[-1].hash, {"n": 4}, 45)
-    assert verify_chain([*links, later], checkpoint).ok
+    assert verify_chain(relinked([*links, later]), checkpoint).ok
+
+
+def relinked(events: list[RecordedEvent]) -> list[RecordedEvent]:
+    """The ledger-wide chain recomputed over `events`, as a thorough forger would."""
+    out: list[RecordedEvent] = []
+    for event in events:
+        prev = out[-1].ledger_hash if out else None
+        out.append(event.model_copy(update={"ledger_hash": ledger_link(prev, event.hash)}))
+    return out
 
 
 def _fields(item: RecordedEvent) -> dict[str, Any]:
-    return item.model_dump(exclude={"position", "hash"}) | {"event_id": str(item.event_id)}
+    exclude = {"position", "hash", "ledger_hash"}
+    return item.model_dump(exclude=exclude) | {"event_id": str(item.event_id)}
 
 
 def test_a_digest_with_an_edited_span_is_refused() -> None:

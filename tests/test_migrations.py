@@ -17,11 +17,13 @@ from typing import Any
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import Connection, Engine, Index, func, inspect, select, text, update
+from sqlalchemy import Connection, Engine, Index, func, insert, inspect, select, text, update
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.schema import CreateIndex, CreateTable, DropIndex
 from sqlalchemy.sql import Executable
 
+from ledger.chain import seal, verify_chain
+from ledger.clock import now
 from ledger.events import NewEvent, TokenCreated
 from ledger.persistence import migrate
 from ledger.persistence.engine import make_engine
@@ -39,7 +41,7 @@ DECLARED_INDEXES: list[Index] = sorted(
 )
 PRIMARY_KEYS = frozenset(str(table.primary_key.name) for table in metadata.tables.values())
 EXPECTED_TRIGGERS = {
-    "postgresql": {"events_no_update_delete", "events_no_truncate"},
+    "postgresql": {"events_no_update_delete", "events_no_truncate", "events_ledger_chain"},
     "sqlite": {"events_no_update", "events_no_delete"},
 }
 IMMUTABLE_FUNCTION = "outcomes_events_immutable"
@@ -291,6 +293,32 @@ def test_revision_is_head_and_a_second_upgrade_changes_nothing(migrated_engine: 
         assert catalog(conn) == before
     assert migrate.current_revision(migrated_engine) == head
     assert event_count(migrated_engine) == 1
+
+
+def test_the_ledger_chain_links_events_recorded_before_it(empty_engine: Engine) -> None:
+    """0005 chains the events an older ledger already holds, in position order; the events
+    appended afterwards (by the trigger on Postgres, the store on SQLite) extend that chain."""
+    migrate.upgrade(empty_engine, "0004")
+    rows = seal("token-old", [_token_event(f"t-{i}") for i in range(3)], 0, None, now())
+    with empty_engine.begin() as conn:  # an 0004 ledger has no ledger_hash column yet
+        conn.execute(insert(events), rows)
+    migrate.upgrade(empty_engine)
+    store = SqlStore(empty_engine, default_projections())
+    store.append("token-new", [_token_event("t-new")], 0)
+    recorded = list(store.iter_events())
+    assert [e.ledger_hash is not None for e in recorded] == [True] * 4
+    assert verify_chain(recorded).ok
+    forged = [
+        e.model_copy(update={"ledger_hash": "0" * 64}) if e.position == 2 else e for e in recorded
+    ]
+    assert [p.position for p in verify_chain(forged).problems] == [2, 3]
+
+
+def _token_event(token_id: str) -> NewEvent:
+    created = TokenCreated(
+        token_id=token_id, account="acme", role="agent", token_hash=token_id * 8, tools=None
+    )
+    return NewEvent(payload=created, actor="operator:alice")
 
 
 def test_downgrade_to_base_removes_everything_then_upgrade_again(migrated_engine: Engine) -> None:

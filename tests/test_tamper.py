@@ -1,10 +1,12 @@
 """Tampering with the recorded events, on SQLite and on Postgres (contract §2).
 
-The events table refuses UPDATE, DELETE (and on Postgres TRUNCATE) from everyone. Someone who
-goes around that (a superuser disabling the triggers, anyone holding the SQLite file) is caught
-by the per-stream hash chain: an edited row, or a row deleted in the middle of a stream. What
-the chain alone cannot see (a deleted last row, a history re-hashed end to end) is caught
-against a digest taken earlier and kept elsewhere.
+The events table refuses UPDATE, DELETE (and on Postgres TRUNCATE) from the application.
+Someone who goes around that (a table owner or superuser disabling the triggers, anyone
+holding the SQLite file) is caught by the per-stream chain (an edited row, a row deleted in
+the middle of a stream) and by the ledger-wide chain (a row deleted anywhere, a stream's newest
+included, or inserted). What the chains alone cannot see (the ledger's very newest events
+cut, a history re-hashed and re-linked end to end) is caught against a digest taken earlier
+and kept elsewhere.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from tests.plugins.tampering import (
     around_the_triggers,
     forge,
     record_workload,
+    relink,
     saved_digest,
     tamper_delete,
     tamper_set,
@@ -111,7 +114,8 @@ def test_an_edited_row_is_found_at_its_position(seeded: Seeded, field: str) -> N
     if field == "hash":  # the next event's prev_hash no longer points at it either
         follower = seeded.event("retried", 4)
         assert [(p.kind, p.position) for p in report.problems[1:]] == [
-            (ProblemKind.CHAIN_BROKEN, follower.position)
+            (ProblemKind.LEDGER_CHAIN_BROKEN, edited.position),  # its link covers the hash
+            (ProblemKind.CHAIN_BROKEN, follower.position),
         ]
     else:
         assert len(report.problems) == 1, report.problems
@@ -128,11 +132,36 @@ def test_a_row_deleted_mid_stream_is_found_at_the_event_after_the_gap(seeded: Se
 
     report = verify_store(seeded.store)
 
-    assert [(p.kind, p.stream_id, p.stream_version, p.position) for p in report.problems] == [
-        (ProblemKind.VERSION_GAP, seeded.streams["retried"], 4, after_gap.position)
-    ]
-    assert report.first_problem == report.problems[0]
+    next_in_ledger = _next_event(seeded, gone.position)
+    assert {(p.kind, p.stream_id, p.stream_version, p.position) for p in report.problems} == {
+        (ProblemKind.VERSION_GAP, seeded.streams["retried"], 4, after_gap.position),
+        (
+            ProblemKind.LEDGER_CHAIN_BROKEN,
+            next_in_ledger.stream_id,
+            next_in_ledger.stream_version,
+            next_in_ledger.position,
+        ),
+    }
+    assert report.first_problem is not None
+    assert report.first_problem.position == next_in_ledger.position
     assert report.events_checked == WORKLOAD_EVENTS - 1
+
+
+def _next_event(seeded: Seeded, position: int) -> RecordedEvent:
+    """The event that now follows `position` in the ledger."""
+    return next(e for e in seeded.store.iter_events() if e.position > position)
+
+
+def _broken_after(seeded: Seeded, positions: list[int]) -> set[tuple[ProblemKind, int]]:
+    """Where the ledger-wide chain breaks once `positions` are gone: at the next survivor
+    of each run of deleted events (none after the ledger's newest)."""
+    survivors = [e.position for e in seeded.store.iter_events()]
+    found = set()
+    for position in positions:
+        after = [p for p in survivors if p > position]
+        if after:
+            found.add((ProblemKind.LEDGER_CHAIN_BROKEN, after[0]))
+    return found
 
 
 @pytest.mark.parametrize(
@@ -140,25 +169,78 @@ def test_a_row_deleted_mid_stream_is_found_at_the_event_after_the_gap(seeded: Se
     [("retried", [5]), ("declined", [3]), ("refused", [1]), ("charge", [2, 3])],
     ids=["last-row", "terminal-of-batch", "whole-stream", "last-two-rows"],
 )
-def test_a_truncated_stream_is_found_only_against_an_earlier_digest(
+def test_a_truncated_stream_is_found_by_the_ledger_chain_and_against_a_digest(
     seeded: Seeded, name: str, deleted_versions: list[int]
 ) -> None:
+    later = _accepted("tracker.read_issue", {"issue_ref": "T-7"})
+    seeded.store.append(job_stream(uuid.uuid4()), [later], 0)  # so an event follows each tail
     digest = saved_digest(seeded.store)
     head_version = len(seeded.stream(name))
     positions = [seeded.event(name, v).position for v in deleted_versions]
     tamper_delete(seeded.url, *positions)
+    broken = _broken_after(seeded, positions)
+    assert broken
 
     alone = verify_store(seeded.store)
-    assert alone.ok, "the chain alone cannot see a missing tail"
-    assert alone.events_checked == WORKLOAD_EVENTS - len(positions)
+    assert {(p.kind, p.position) for p in alone.problems} == broken
+    assert alone.events_checked == WORKLOAD_EVENTS + 1 - len(positions)
 
     report = verify_store(seeded.store, digest=digest)
     found = {(p.kind, p.stream_id, p.stream_version, p.position) for p in report.problems}
-    assert found == {
+    assert found >= {
         (ProblemKind.DIGEST_COUNT, "", 0, None),  # the span lost len(positions) events
         (ProblemKind.DIGEST_TRUNCATED, seeded.streams[name], head_version, None),
     }
-    assert report.first_problem in report.problems
+    assert {(p.kind, p.position) for p in report.problems if p.position} == broken
+
+
+def test_the_ledgers_newest_event_cut_is_found_only_against_an_earlier_digest(
+    seeded: Seeded,
+) -> None:
+    """Nothing follows the newest event, so no chain inside the ledger can miss it: a
+    digest kept elsewhere (`audit digest --every`) does."""
+    digest = saved_digest(seeded.store)
+    newest = list(seeded.store.iter_events())[-1]
+    tamper_delete(seeded.url, newest.position)
+
+    assert verify_store(seeded.store).ok
+    report = verify_store(seeded.store, digest=digest)
+    assert {p.kind for p in report.problems} == {
+        ProblemKind.DIGEST_COUNT,
+        ProblemKind.DIGEST_TRUNCATED,
+        ProblemKind.DIGEST_LEDGER_MISMATCH,
+    }
+
+
+def test_an_event_inserted_between_others_breaks_the_ledger_chain(seeded: Seeded) -> None:
+    """A forger copies an honest event's fields into a new row at a free position before the
+    newest event: its stream chain may look fine, the ledger chain does not."""
+    gap = seeded.store.last_position()  # the newest event moves up one; its old place is free
+    newest = _event_at(seeded, gap)
+    tamper_delete(seeded.url, gap)
+    with around_the_triggers(seeded.url) as conn:
+        conn.execute(events.insert().values(**_columns(newest, position=gap + 1)))
+        forged = _columns(newest, position=gap, stream_id="job-forged", event_id=uuid.uuid4())
+        forged["hash"] = _rehash(forged)
+        conn.execute(events.insert().values(**forged))
+
+    report = verify_store(seeded.store)
+    assert (ProblemKind.LEDGER_CHAIN_BROKEN, gap) in {(p.kind, p.position) for p in report.problems}
+
+
+def _event_at(seeded: Seeded, position: int) -> RecordedEvent:
+    return next(e for e in seeded.store.iter_events() if e.position == position)
+
+
+def _columns(event: RecordedEvent, **changes: Any) -> dict[str, Any]:
+    row = event.model_dump() | changes
+    row["code"] = event.code.value if event.code else None
+    return row
+
+
+def _rehash(row: dict[str, Any]) -> str:
+    fields = {k: row[k] for k in row if k not in {"position", "hash", "ledger_hash"}}
+    return event_hash(**(fields | {"event_id": str(row["event_id"]), "stream_version": 1}))
 
 
 def test_a_row_slipped_into_a_gap_of_positions_is_found_against_a_digest(
@@ -195,11 +277,21 @@ def test_a_row_slipped_into_a_gap_of_positions_is_found_against_a_digest(
     with around_the_triggers(seeded.url) as conn:
         conn.execute(events.insert().values(position=gap, **fields))
 
+    naive = verify_store(seeded.store)  # the ledger chain was not re-linked around it
+    assert [(p.kind, p.position) for p in naive.problems] == [
+        (ProblemKind.LEDGER_CHAIN_BROKEN, gap),
+        (ProblemKind.LEDGER_CHAIN_BROKEN, gap + 1),
+    ]
+    relink(seeded.url)  # a thorough forger re-links every later event too
     alone = verify_store(seeded.store)
     assert alone.ok, "the forged stream is internally consistent"
     report = verify_store(seeded.store, digest=digest)
     kinds = {(p.kind, p.position) for p in report.problems}
-    assert kinds == {(ProblemKind.DIGEST_EXTRA, gap), (ProblemKind.DIGEST_COUNT, None)}
+    assert kinds == {
+        (ProblemKind.DIGEST_EXTRA, gap),
+        (ProblemKind.DIGEST_COUNT, None),
+        (ProblemKind.DIGEST_LEDGER_MISMATCH, None),
+    }
     assert report.first_problem is not None and report.first_problem.position == gap
 
 
@@ -223,7 +315,13 @@ def test_a_rehashed_history_is_self_consistent_but_contradicts_an_earlier_digest
     report = verify_store(seeded.store, digest=digest)
     head = forged[-1]
     assert [(p.kind, p.stream_id, p.stream_version, p.position) for p in report.problems] == [
-        (ProblemKind.DIGEST_MISMATCH, seeded.streams["retried"], head.stream_version, head.position)
+        (
+            ProblemKind.DIGEST_MISMATCH,
+            seeded.streams["retried"],
+            head.stream_version,
+            head.position,
+        ),
+        (ProblemKind.DIGEST_LEDGER_MISMATCH, "", 0, None),
     ]
 
 

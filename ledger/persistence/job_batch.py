@@ -115,8 +115,10 @@ def _result(p: Planned, answer: dict[str, Any]) -> JobAppended:
     status = AppendStatus(answer["status"])
     if status is AppendStatus.OK:
         positions = answer["positions"]
+        links = answer["ledger_hashes"]
         events = [
-            RecordedEvent(position=pos, **row) for pos, row in zip(positions, p.rows, strict=True)
+            RecordedEvent(**(row | {"position": pos, "ledger_hash": link}))
+            for pos, link, row in zip(positions, links, p.rows, strict=True)
         ]
         view = p.view.model_copy(update={"ledger_position": positions[-1]})
         return JobAppended(status, Appended(events, view))

@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from ledger.brake_view import evolve_brake
-from ledger.chain import seal
+from ledger.chain import link_rows, seal
 from ledger.clock import now
 from ledger.errors import (
     AlreadyTerminalError,
@@ -60,6 +60,7 @@ class MemoryWrites(MemoryReads, Writes):
         if expected_version is not None and expected_version != version:
             raise ConcurrencyError(stream_id, expected_version, version)
         rows = seal(stream_id, new_events, version, stream[-1].hash if stream else None, now())
+        link_rows(state.events[-1].ledger_hash if state.events else None, rows)
         recorded = [
             RecordedEvent(position=state.next_position + i, **row) for i, row in enumerate(rows)
         ]

@@ -184,7 +184,13 @@ class MemoryReads(Reads):
 
     def heads(self) -> Heads:
         heads = {s: (evs[-1].stream_version, evs[-1].hash) for s, evs in self.state.streams.items()}
-        return Heads(position=self.last_position(), events=len(self.state.events), heads=heads)
+        last = self.state.events[-1].ledger_hash if self.state.events else None
+        return Heads(
+            position=self.last_position(),
+            events=len(self.state.events),
+            heads=heads,
+            ledger_hash=last,
+        )
 
     def last_position(self) -> int:
         return self.state.events[-1].position if self.state.events else 0

@@ -14,6 +14,7 @@ from sqlalchemy import (
     MetaData,
     String,
     Table,
+    Text,
     Uuid,
     false,
 )
@@ -47,6 +48,8 @@ events = Table(
     Column("recorded_at", Time, nullable=False),
     Column("prev_hash", String(64), nullable=True),
     Column("hash", String(64), nullable=False),
+    # The ledger-wide chain: this hash linked to the previous position's (ledger.chain).
+    Column("ledger_hash", String(64), nullable=True),
     # Readers page from position 0: a row slipped in at 0 or below would go unverified.
     CheckConstraint("position > 0", name="ck_events_position_positive"),
     Index("uq_events_stream_version", "stream_id", "stream_version", unique=True),
@@ -63,6 +66,15 @@ Index(
     unique=True,
     postgresql_where=_terminal,
     sqlite_where=_terminal,
+)
+
+# Brake checks read pulls from events, not from the brakes read model (it could be edited).
+_brake_pull = events.c.type == "brake.pulled"
+Index(
+    "ix_events_brake_pulls",
+    events.c.stream_id,
+    postgresql_where=_brake_pull,
+    sqlite_where=_brake_pull,
 )
 
 jobs = Table(
@@ -134,6 +146,15 @@ leases = Table(
     Column("expires_at", Time, nullable=False),
     Index("ix_leases_expires_at", "expires_at"),
 )
+
+# Values made once per ledger at migrate (the request fingerprints' HMAC key).
+ledger_meta = Table(
+    "ledger_meta",
+    metadata,
+    Column("key", String(64), primary_key=True),
+    Column("value", Text, nullable=False),
+)
+REQUEST_KEY = "request_key"
 
 READ_MODEL_TABLES = (jobs, brakes, tokens)
 

@@ -57,6 +57,7 @@ EVENT_COLUMNS = (
     events.c.recorded_at,
     events.c.prev_hash,
     events.c.hash,
+    events.c.ledger_hash,
 )
 # Built once: constructing SQLAlchemy statements is a real cost on the hot path.
 _JOB = select(jobs.c.view).where(jobs.c.job_id == bindparam("job_id"))
@@ -89,6 +90,7 @@ def row_to_event(row: RowT) -> RecordedEvent:
         recorded_at=utc(row.recorded_at),
         prev_hash=row.prev_hash,
         hash=row.hash,
+        ledger_hash=row.ledger_hash,
     )
 
 
@@ -290,7 +292,13 @@ class SqlReads(Reads):
         )
         heads = {r.stream_id: (r.stream_version, r.hash) for r in self.conn.execute(query)}
         count = self.conn.execute(select(func.count()).select_from(events).where(upto))
-        return Heads(position=position, events=int(count.scalar_one()), heads=heads)
+        at = select(events.c.ledger_hash).where(events.c.position == position)
+        return Heads(
+            position=position,
+            events=int(count.scalar_one()),
+            heads=heads,
+            ledger_hash=self.conn.execute(at).scalar(),
+        )
 
     def last_position(self) -> int:
         return int(self.conn.execute(_LAST_POSITION).scalar_one())

@@ -19,7 +19,7 @@ import psycopg
 from sqlalchemy import Connection, Engine, bindparam, delete, insert, select, text, update
 from sqlalchemy.dialects import postgresql, sqlite
 
-from ledger.chain import seal
+from ledger.chain import link_rows, seal
 from ledger.clock import now
 from ledger.errors import ConcurrencyError
 from ledger.events import NewEvent, RecordedEvent
@@ -54,7 +54,10 @@ _HEAD = (
     .order_by(events.c.stream_version.desc())
     .limit(1)
 )
-_INSERT = insert(events).returning(events.c.position, sort_by_parameter_order=True)
+_INSERT = insert(events).returning(
+    events.c.position, events.c.ledger_hash, sort_by_parameter_order=True
+)
+_LAST_LEDGER_HASH = select(events.c.ledger_hash).order_by(events.c.position.desc()).limit(1)
 _LOCK = text("SELECT pg_advisory_xact_lock(:k)")
 _RENEW = (
     update(leases)
@@ -108,12 +111,15 @@ class SqlWrites(SqlReads, Writes):
         if expected_version is not None and expected_version != version:
             raise ConcurrencyError(stream_id, expected_version, version)
         rows = seal(stream_id, new_events, version, prev_hash, now())
+        if not self._postgres:  # Postgres links them in a trigger, whoever inserts
+            with translated(stream_id=stream_id):
+                link_rows(self.conn.execute(_LAST_LEDGER_HASH).scalar(), rows)
         with translated(stream_id=stream_id, event_id=str(new_events[0].event_id)):
             # One row: a plain execute (an executemany costs more for a single row).
             result = self.conn.execute(_INSERT, rows[0] if len(rows) == 1 else rows)
-            positions = [r.position for r in result]
             recorded = [
-                RecordedEvent(position=p, **row) for p, row in zip(positions, rows, strict=True)
+                RecordedEvent(**(row | {"position": r.position, "ledger_hash": r.ledger_hash}))
+                for r, row in zip(result, rows, strict=True)
             ]
             view = None
             for projection in self._projections:

@@ -46,7 +46,13 @@ def take_digest(ledger: Ledger) -> Digest:
     """The head of every stream up to the current last position."""
     with ledger.store.reading() as reads:
         seen = reads.heads()
-    return Digest(created_at=now(), position=seen.position, events=seen.events, heads=seen.heads)
+    return Digest(
+        created_at=now(),
+        position=seen.position,
+        events=seen.events,
+        heads=seen.heads,
+        ledger_hash=seen.ledger_hash,
+    )
 
 
 def verify(

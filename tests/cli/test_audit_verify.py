@@ -40,10 +40,12 @@ def test_an_edited_row_is_named(outcomes: Invoke, seeded: Seeded) -> None:
 
 
 def test_a_deleted_row_is_named(outcomes: Invoke, seeded: Seeded) -> None:
-    gone, after = seeded.event("retried", 3), seeded.event("retried", 4)
+    gone = seeded.event("retried", 3)
     tamper_delete(seeded.url, gone.position)
+    # The ledger-wide chain breaks at the very next event, whichever stream it belongs to.
+    after = min(e.position for e in seeded.store.iter_events() if e.position > gone.position)
     code, body, _ = verify(outcomes)
-    assert (code, body["first_broken_position"]) == (EXIT_PROBLEM, after.position)
+    assert (code, body["first_broken_position"]) == (EXIT_PROBLEM, after)
 
 
 def test_a_rehashed_history_is_caught_against_an_earlier_digest(

@@ -11,9 +11,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from sqlalchemy import Connection, delete, update
+from sqlalchemy import Connection, delete, select, update
 
-from ledger.chain import event_hash
+from ledger.chain import event_hash, ledger_link
 from ledger.codes import Code
 from ledger.digest import Digest
 from ledger.error_info import ErrorInfo
@@ -226,3 +226,17 @@ def forge(ledger: Seeded, name: str, version: int, data: dict[str, Any]) -> None
                 .values(data=content, prev_hash=prev_hash, hash=new_hash)
             )
             prev_hash = new_hash
+    relink(ledger.url)
+
+
+def relink(url: str) -> None:
+    """Recompute the ledger-wide chain over whatever the table now holds, as a thorough
+    forger would after cutting, inserting or rewriting events."""
+    with around_the_triggers(url) as conn:
+        rows = conn.execute(select(events.c.position, events.c.hash).order_by(events.c.position))
+        link: str | None = None
+        for position, hash_ in rows.all():
+            link = ledger_link(link, hash_)
+            conn.execute(
+                update(events).where(events.c.position == position).values(ledger_hash=link)
+            )
