@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict
@@ -46,3 +47,11 @@ def evolve_brake(view: BrakeView | None, event: RecordedEvent) -> BrakeView:
             }
         )
     raise ValueError(f"{event.stream_id}: unexpected {event.type}")
+
+
+def fold_brake(events: Iterable[RecordedEvent]) -> BrakeView | None:
+    """A brake as its own stream's events say it is (checks never trust a stored row)."""
+    view: BrakeView | None = None
+    for event in events:
+        view = evolve_brake(view, event)
+    return view

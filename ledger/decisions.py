@@ -6,6 +6,7 @@ Refusing early keeps an agent from spending by accident and names the fix in the
 from __future__ import annotations
 
 import hashlib
+import hmac
 import math
 from dataclasses import dataclass
 from datetime import datetime
@@ -35,14 +36,26 @@ class JobRequest:
     args: dict[str, Any]
     idempotency_key: str | None = None
 
-    @property
-    def fingerprint(self) -> str:
-        """Same key + same body replays; same key + another body is a conflict."""
+    def fingerprint(self, key: bytes) -> str:
+        """Same key + same body replays; same key + another body is a conflict. An HMAC under
+        the ledger's own key: a plain hash of the body would let anyone who sees it test
+        guesses of the argument values (a 4-digit PIN in 10,000 tries)."""
+        return hmac.new(key, self._body(), hashlib.sha256).hexdigest()
+
+    def same_body(self, request_hash: str | None, key: bytes) -> bool:
+        """Whether an earlier job's `request_hash` was made from this very body (also as the
+        unkeyed hash that ledgers recorded before they had a key)."""
+        if request_hash is None:
+            return False
+        if hmac.compare_digest(request_hash, self.fingerprint(key)):
+            return True
+        return hmac.compare_digest(request_hash, hashlib.sha256(self._body()).hexdigest())
+
+    def _body(self) -> bytes:
         try:
-            body = orjson.dumps({"tool": self.tool, "args": self.args}, option=orjson.OPT_SORT_KEYS)
+            return orjson.dumps({"tool": self.tool, "args": self.args}, option=orjson.OPT_SORT_KEYS)
         except orjson.JSONEncodeError as exc:
             raise InvalidEventError(f"job args are not JSON: {exc}") from None
-        return hashlib.sha256(body).hexdigest()
 
 
 def tool_refusal(spec: ToolSpec | None, caller: Caller, request: JobRequest) -> ErrorInfo | None:

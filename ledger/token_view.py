@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict
@@ -44,3 +45,18 @@ def evolve_token(view: TokenView | None, event: RecordedEvent) -> TokenView:
             }
         )
     raise ValueError(f"{event.stream_id}: unexpected {event.type}")
+
+
+def fold_token(events: Iterable[RecordedEvent]) -> TokenView | None:
+    """A token as its own stream's events say it is."""
+    view: TokenView | None = None
+    for event in events:
+        view = evolve_token(view, event)
+    return view
+
+
+def presented(events: Iterable[RecordedEvent], token_hash: str) -> TokenView | None:
+    """The token behind a presented secret's hash, from its events: the tokens table only
+    says which stream to read, and a row pointed at another token's stream proves nothing."""
+    view = fold_token(events)
+    return view if view is not None and view.token_hash == token_hash else None

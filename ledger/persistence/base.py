@@ -337,6 +337,10 @@ class Store(ABC):
     def upgrade_schema(self) -> tuple[str | None, str | None]:
         """Create or upgrade the schema; (revision before, revision after)."""
 
+    @abstractmethod
+    def request_key(self) -> bytes:
+        """This ledger's own secret key for request fingerprints (made once, at migrate)."""
+
     def job_listener(self, on_jobs: OnJobs, on_connect: OnConnect) -> Listener | None:
         """A listener for job changes, where the backend can push them (else None: poll)."""
         return None

@@ -9,6 +9,7 @@ lock; a failed one is undone, so nothing of it stays.
 
 from __future__ import annotations
 
+import secrets
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -181,6 +182,10 @@ class MemoryStore(Store):
     def __init__(self) -> None:
         self.state = MemoryState()
         self._lock = threading.RLock()
+        self._request_key = secrets.token_bytes(32)
+
+    def request_key(self) -> bytes:
+        return self._request_key
 
     @contextmanager
     def transaction(self) -> Iterator[MemoryWrites]:

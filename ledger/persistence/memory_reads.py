@@ -7,14 +7,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from ledger.brake_view import BrakeView
+from ledger.access import token_stream
+from ledger.brake_view import BrakeView, fold_brake
+from ledger.brakes import brake_stream
 from ledger.codes import Status
 from ledger.events import RecordedEvent, job_stream
 from ledger.job_view import JobView
 from ledger.persistence.base import Reads
 from ledger.queries import EventFilter, Heads, JobFilter, JobSummary
 from ledger.reconcile_rules import OpenJob
-from ledger.token_view import TokenView
+from ledger.token_view import TokenView, fold_token, presented
 
 
 @dataclass
@@ -118,11 +120,13 @@ class MemoryReads(Reads):
     # --- brakes ---------------------------------------------------------------------------
 
     def active_brakes(self) -> list[BrakeView]:
-        held = [b for b in self.state.brakes.values() if b.active]
+        # From the brake streams' events, as the SQL store decides (never from the view).
+        folded = (fold_brake(self.read_stream(brake_stream(b))) for b in self.state.brakes)
+        held = [b for b in folded if b is not None and b.active]
         return sorted(held, key=lambda b: (b.pulled_at, b.brake_id))
 
     def brake(self, brake_id: str) -> BrakeView | None:
-        return self.state.brakes.get(brake_id)
+        return fold_brake(self.read_stream(brake_stream(brake_id)))
 
     def waiting_jobs(self, scope: str, account: str | None = None) -> int:
         kind, _, name = scope.partition(":")
@@ -139,11 +143,13 @@ class MemoryReads(Reads):
     # --- tokens ---------------------------------------------------------------------------
 
     def token(self, token_id: str) -> TokenView | None:
-        return self.state.tokens.get(token_id)
+        return fold_token(self.read_stream(token_stream(token_id)))
 
     def token_by_hash(self, token_hash: str) -> TokenView | None:
         token_id = self.state.token_hashes.get(token_hash)
-        return self.state.tokens[token_id] if token_id else None
+        if token_id is None:
+            return None
+        return presented(self.read_stream(token_stream(token_id)), token_hash)
 
     def token_and_job(
         self, token_hash: str, job_id: str

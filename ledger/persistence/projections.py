@@ -15,7 +15,8 @@ from sqlalchemy import Connection, Table, bindparam, delete, insert, select, tex
 from ledger.brake_view import BrakeView, evolve_brake
 from ledger.events import JOB_EVENT_TYPES, RecordedEvent, job_id_of
 from ledger.job_view import JobView, evolve
-from ledger.persistence.schema import brakes, jobs, tokens
+from ledger.persistence.schema import brakes, events, jobs, tokens
+from ledger.persistence.sql_reads import EVENT_COLUMNS, row_to_event
 from ledger.token_view import TokenView, evolve_token
 
 V = TypeVar("V", bound=BaseModel)
@@ -23,6 +24,14 @@ _BATCH = 1000
 JOBS_CHANNEL = "outcomes_jobs"  # NOTIFY: a wake-up hint for long-polls, never the log itself
 _IDS_PER_NOTIFY = 150
 _NOTIFY = text("SELECT pg_notify(:channel, :payload)")
+_EARLIER = (
+    select(*EVENT_COLUMNS)
+    .where(
+        events.c.stream_id == bindparam("stream_id"),
+        events.c.stream_version < bindparam("version"),
+    )
+    .order_by(events.c.stream_version)
+)
 
 
 class Projection:
@@ -83,7 +92,9 @@ class ViewProjection(Projection, Generic[V]):
         key: Callable[[RecordedEvent], str],
         fold: Callable[[V | None, RecordedEvent], V],
         columns: Callable[[V], dict[str, Any]],
+        refold: bool = False,
     ) -> None:
+        self.refold = refold
         self.table = table
         self.view_type = view_type
         self.types = types
@@ -115,6 +126,8 @@ class ViewProjection(Projection, Generic[V]):
         fresh = {self.key(e) for e in recorded if e.stream_version == 1}
         views: dict[str, V] = self.load(conn, keys - fresh) if keys - fresh else {}
         existed = set(views)
+        if self.refold:
+            views = self._from_events(conn, recorded, fresh)
         for event in recorded:
             k = self.key(event)
             views[k] = self.fold(views.get(k), event)
@@ -125,6 +138,25 @@ class ViewProjection(Projection, Generic[V]):
             else:
                 conn.execute(self._insert, values)
         return views[self.key(recorded[-1])]
+
+    def _from_events(
+        self, conn: Connection, recorded: Sequence[RecordedEvent], fresh: set[str]
+    ) -> dict[str, V]:
+        """The views before `recorded`, folded from their streams' earlier events: a row
+        edited or deleted behind the ledger's back is replaced by the truth, not built on."""
+        firsts: dict[str, RecordedEvent] = {}
+        for event in recorded:
+            firsts.setdefault(self.key(event), event)
+        views: dict[str, V] = {}
+        for k, first in firsts.items():
+            if k in fresh:
+                continue
+            earlier = conn.execute(
+                _EARLIER, {"stream_id": first.stream_id, "version": first.stream_version}
+            )
+            for row in earlier:
+                views[k] = self.fold(views.get(k), row_to_event(row))
+        return views
 
     def clear(self, conn: Connection) -> None:
         conn.execute(delete(self.table))
@@ -192,6 +224,7 @@ def default_projections() -> list[Projection]:
             _data_key("brake_id"),
             evolve_brake,
             _brake_columns,
+            refold=True,  # short streams, and the rows people act on: never built on a row
         ),
         ViewProjection(
             tokens,
@@ -200,6 +233,7 @@ def default_projections() -> list[Projection]:
             _data_key("token_id"),
             evolve_token,
             _token_columns,
+            refold=True,
         ),
     ]
 

@@ -17,6 +17,7 @@ from sqlalchemy import (
     and_,
     bindparam,
     cast,
+    exists,
     false,
     func,
     literal,
@@ -26,17 +27,19 @@ from sqlalchemy import (
     union_all,
 )
 
-from ledger.brake_view import BrakeView
+from ledger.access import token_stream
+from ledger.brake_view import BrakeView, evolve_brake, fold_brake
+from ledger.brakes import brake_stream
 from ledger.clock import utc
 from ledger.codes import Status
 from ledger.events import RecordedEvent
 from ledger.job_view import JobView
 from ledger.persistence.base import Reads
 from ledger.persistence.errors import translated
-from ledger.persistence.schema import brakes, events, jobs, leases, tokens
+from ledger.persistence.schema import events, jobs, leases, tokens
 from ledger.queries import EventFilter, Heads, JobFilter, JobSummary
 from ledger.reconcile_rules import OpenJob
-from ledger.token_view import TokenView
+from ledger.token_view import TokenView, fold_token, presented
 
 if TYPE_CHECKING:  # Row's type parameters differ across SQLAlchemy 2.x releases
     from sqlalchemy import Row
@@ -74,7 +77,31 @@ PAGE = (
     .limit(bindparam("limit"))
 )
 _LAST_POSITION = select(func.coalesce(func.max(events.c.position), 0))
-_ACTIVE_BRAKES = select(brakes.c.view).where(brakes.c.active.is_(True))
+# A presented token is read from its own stream's events (the tokens table only names the
+# stream); with the job a caller asks for, in the same round trip.
+_TOKEN_EVENTS = (
+    select(*EVENT_COLUMNS)
+    .where(
+        events.c.stream_id
+        == select(literal("token-").concat(tokens.c.token_id))
+        .where(tokens.c.token_hash == bindparam("token_hash"))
+        .scalar_subquery()
+    )
+    .order_by(events.c.stream_version)
+)
+_TOKEN_EVENTS_AND_JOB = _TOKEN_EVENTS.add_columns(
+    select(jobs.c.view).where(jobs.c.job_id == bindparam("job_id")).scalar_subquery().label("job")
+)
+_LATER = events.alias("later")
+# Brakes that hold, from events alone (a pull with nothing after it in its stream), over the
+# partial index of pulls: the brakes table is for people to read, never for deciding.
+_ACTIVE_PULLS = select(*EVENT_COLUMNS).where(
+    events.c.type == "brake.pulled",
+    ~exists().where(
+        _LATER.c.stream_id == events.c.stream_id,
+        _LATER.c.stream_version > events.c.stream_version,
+    ),
+)
 
 
 def row_to_event(row: RowT) -> RecordedEvent:
@@ -199,13 +226,12 @@ class SqlReads(Reads):
     # --- brakes ---------------------------------------------------------------------------
 
     def active_brakes(self) -> list[BrakeView]:
-        views = [BrakeView.model_validate(row.view) for row in self.conn.execute(_ACTIVE_BRAKES)]
+        pulls = (row_to_event(row) for row in self.conn.execute(_ACTIVE_PULLS))
+        views = [evolve_brake(None, pull) for pull in pulls]
         return sorted(views, key=lambda b: (b.pulled_at, b.brake_id))
 
     def brake(self, brake_id: str) -> BrakeView | None:
-        query = select(brakes.c.view).where(brakes.c.brake_id == brake_id)
-        row = self.conn.execute(query).first()
-        return BrakeView.model_validate(row.view) if row else None
+        return fold_brake(self.read_stream(brake_stream(brake_id)))
 
     def waiting_jobs(self, scope: str, account: str | None = None) -> int:
         query = select(func.count()).where(
@@ -224,28 +250,21 @@ class SqlReads(Reads):
     # --- tokens ---------------------------------------------------------------------------
 
     def token(self, token_id: str) -> TokenView | None:
-        query = select(tokens.c.view).where(tokens.c.token_id == token_id)
-        row = self.conn.execute(query).first()
-        return TokenView.model_validate(row.view) if row else None
+        return fold_token(self.read_stream(token_stream(token_id)))
 
     def token_by_hash(self, token_hash: str) -> TokenView | None:
-        query = select(tokens.c.view).where(tokens.c.token_hash == token_hash)
-        row = self.conn.execute(query).first()
-        return TokenView.model_validate(row.view) if row else None
+        rows = self.conn.execute(_TOKEN_EVENTS, {"token_hash": token_hash}).all()
+        return presented((row_to_event(r) for r in rows), token_hash)
 
     def token_and_job(
         self, token_hash: str, job_id: str
     ) -> tuple[TokenView | None, JobView | None]:
-        query = (
-            select(tokens.c.view.label("token"), jobs.c.view.label("job"))
-            .select_from(tokens.outerjoin(jobs, jobs.c.job_id == job_id))
-            .where(tokens.c.token_hash == token_hash)
-        )
-        row = self.conn.execute(query).first()
-        if row is None:
-            return None, None
-        job = JobView.model_validate(row.job) if row.job is not None else None
-        return TokenView.model_validate(row.token), job
+        params = {"token_hash": token_hash, "job_id": job_id}
+        rows = self.conn.execute(_TOKEN_EVENTS_AND_JOB, params).all()
+        token = presented((row_to_event(r) for r in rows), token_hash)
+        if token is None or rows[0].job is None:
+            return token, None
+        return token, JobView.model_validate(rows[0].job)
 
     def tokens(self) -> list[TokenView]:
         query = select(tokens.c.view).order_by(tokens.c.ledger_position)

@@ -21,7 +21,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from ledger.chain import link_rows, seal
 from ledger.clock import now
-from ledger.errors import ConcurrencyError
+from ledger.errors import ConcurrencyError, SchemaMissingError
 from ledger.events import NewEvent, RecordedEvent
 from ledger.persistence import job_batch
 from ledger.persistence.base import (
@@ -39,7 +39,7 @@ from ledger.persistence.engine import READ_ONLY
 from ledger.persistence.errors import translated
 from ledger.persistence.locks import lock
 from ledger.persistence.projections import Projection, default_projections, rebuild
-from ledger.persistence.schema import events, leases
+from ledger.persistence.schema import REQUEST_KEY, events, leases, ledger_meta
 from ledger.persistence.sql_reads import PAGE, SqlReads, row_to_event
 
 if TYPE_CHECKING:
@@ -249,6 +249,14 @@ class SqlStore(Store):
             pooled.close()
         assert row is not None
         return row[0]
+
+    def request_key(self) -> bytes:
+        query = select(ledger_meta.c.value).where(ledger_meta.c.key == REQUEST_KEY)
+        with self.connection() as conn, translated():
+            value = conn.execute(query).scalar()
+        if value is None:
+            raise SchemaMissingError("this ledger has no request key: run `outcomes migrate`")
+        return bytes.fromhex(value)
 
     def rebuild_read_models(self) -> int:
         with self.transaction() as tx:

@@ -21,6 +21,14 @@ class Ledger:
         # Job appends from any thread of this process commit in groups: one transaction and
         # one commit for whatever gathered while the previous group was being written.
         self.appends: GroupCommit[JobAppend, JobAppended] = GroupCommit(store.append_jobs)
+        self._request_key: bytes | None = None
+
+    @property
+    def request_key(self) -> bytes:
+        """The key request fingerprints are HMACs under (read once, it never changes)."""
+        if self._request_key is None:
+            self._request_key = self.store.request_key()
+        return self._request_key
 
     @property
     def dialect(self) -> str:

@@ -62,14 +62,15 @@ def _decide_grouped(ledger: Ledger, caller: Caller, request: JobRequest) -> Subm
     if refusal is None and spec is not None and spec.quota is not None:
         return None
     job_id = str(uuid.uuid4())
-    payload = _payload(spec, caller, request, refusal)
+    key = ledger.request_key
+    payload = _payload(spec, caller, request, refusal, key)
     scopes = () if refusal is not None else scopes_for(request.tool, caller.account)
     event = NewEvent(payload=payload, actor=caller.token_id)
     done = ledger.appends.submit(
         JobAppend(job_id, [event], None, brake_scopes=scopes, notify=False)
     )
     if done.status is AppendStatus.BRAKED:
-        refused = _payload(spec, caller, request, brake_error(done.brakes[0]))
+        refused = _payload(spec, caller, request, brake_error(done.brakes[0]), key)
         event = NewEvent(payload=refused, actor=caller.token_id)
         done = ledger.appends.submit(JobAppend(job_id, [event], None, notify=False))
     if done.status is AppendStatus.IDEMPOTENCY:
@@ -89,14 +90,18 @@ def _decide_locked(ledger: Ledger, caller: Caller, request: JobRequest) -> Submi
 
 
 def _payload(
-    spec: ToolSpec | None, caller: Caller, request: JobRequest, refusal: ErrorInfo | None
+    spec: ToolSpec | None,
+    caller: Caller,
+    request: JobRequest,
+    refusal: ErrorInfo | None,
+    key: bytes,
 ) -> JobAccepted | JobRefused:
     fields: dict[str, Any] = {
         "account": caller.account,
         "tool": request.tool,
         "args": request.args,
         "idempotency_key": request.idempotency_key,
-        "request_hash": request.fingerprint,
+        "request_hash": request.fingerprint(key),
         "spends": bool(spec and spec.spends),
     }
     if refusal is not None:
@@ -107,18 +112,18 @@ def _payload(
 
 def _decide(ledger: Ledger, caller: Caller, request: JobRequest) -> Submitted:
     spec = get_tool(request.tool)
-    fingerprint = request.fingerprint
+    secret = ledger.request_key
     with ledger.store.transaction() as tx:
         key = request.idempotency_key
         if key is not None:
             tx.lock("idempotency", caller.account, key)
             earlier = tx.job_by_idempotency_key(caller.account, key)
             if earlier is not None:
-                if earlier.request_hash != fingerprint:
+                if not request.same_body(earlier.request_hash, secret):
                     raise IdempotencyConflictError(earlier.job_id)
                 return Submitted(earlier, replayed=True)
         refusal = tool_refusal(spec, caller, request) or _precondition(tx, spec, caller, request)
-        payload = _payload(spec, caller, request, refusal)
+        payload = _payload(spec, caller, request, refusal, secret)
         event = NewEvent(payload=payload, actor=caller.token_id)
         appended = tx.append(job_stream(uuid.uuid4()), [event], NO_STREAM)
         return Submitted(appended.job, replayed=False)

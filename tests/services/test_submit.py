@@ -3,12 +3,18 @@ recorded; an acceptance is dispatched once; a key replays; a broker that is down
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import uuid
+
+import orjson
 import pytest
 
 from ledger.codes import Code, Status
 from ledger.decisions import Caller, JobRequest
 from ledger.errors import DispatchError, IdempotencyConflictError
-from ledger.events import job_stream
+from ledger.events import JobAccepted, NewEvent, job_stream
+from ledger.persistence.memory import MemoryStore
 from ledger.services import brakes
 from ledger.services.ledger import Ledger
 from ledger.services.submit import submit
@@ -112,3 +118,39 @@ def test_a_broker_that_is_down_loses_nothing(memory_ledger: Ledger) -> None:
     view = submit(memory_ledger, AGENT, JobRequest(ECHO, {"text": "x"}), DownBroker()).view
     # The decision stands; the reconciler re-dispatches a job that never started.
     assert view.status is Status.QUEUED and get_job(memory_ledger, view.job_id) == view
+
+
+def test_the_request_fingerprint_is_keyed_by_the_ledger(memory_ledger: Ledger) -> None:
+    """A plain hash of the body would let anyone who reads it test guesses of the values."""
+    request = JobRequest(ECHO, {"text": "1234"}, idempotency_key="k-pin")
+    view = submit(memory_ledger, AGENT, request).view
+    body = orjson.dumps({"tool": ECHO, "args": {"text": "1234"}}, option=orjson.OPT_SORT_KEYS)
+    key = memory_ledger.request_key
+    assert view.request_hash == hmac.new(key, body, hashlib.sha256).hexdigest()
+    assert view.request_hash != hashlib.sha256(body).hexdigest()
+    other = Ledger(MemoryStore())
+    assert submit(other, AGENT, request).view.request_hash != view.request_hash
+    assert submit(memory_ledger, AGENT, request).replayed
+
+
+def test_a_key_recorded_before_fingerprints_were_keyed_still_replays(
+    memory_ledger: Ledger,
+) -> None:
+    args = {"text": "old"}
+    body = orjson.dumps({"tool": ECHO, "args": args}, option=orjson.OPT_SORT_KEYS)
+    legacy = JobAccepted(
+        account=AGENT.account,
+        tool=ECHO,
+        args=args,
+        idempotency_key="k-old",
+        request_hash=hashlib.sha256(body).hexdigest(),  # as ledgers before migration 0005
+        spends=False,
+        timeout_s=5.0,
+        max_attempts=1,
+    )
+    stream = job_stream(uuid.uuid4())
+    memory_ledger.store.append(stream, [NewEvent(payload=legacy, actor=AGENT.token_id)], 0)
+    again = submit(memory_ledger, AGENT, JobRequest(ECHO, args, idempotency_key="k-old"))
+    assert again.replayed and job_stream(again.view.job_id) == stream
+    with pytest.raises(IdempotencyConflictError):
+        submit(memory_ledger, AGENT, JobRequest(ECHO, {"text": "new"}, idempotency_key="k-old"))
