@@ -41,9 +41,11 @@ def echo_lines(found: Verification) -> None:
             click.echo(f"read model {mismatch.message}")
         if models.problems_total > SHOWN:
             click.echo(f"… and {models.problems_total - SHOWN} more read-model problems")
+    extended = [d for d in found.digests if d.report.ok]
+    if extended:
+        span = f"{extended[0].source.name} … {extended[-1].source.name}"
+        click.echo(f"ok: the ledger extends {len(extended)} published digests ({span})")
     for checked in found.digests:
-        if checked.report.ok:
-            click.echo(f"ok: the ledger extends {checked.source}")
         for problem in checked.report.problems[:SHOWN]:
             click.echo(f"digest {checked.source}: {problem.message}")
 
