@@ -212,8 +212,9 @@ def digest(
     "against_dir",
     type=click.Path(path_type=Path),
     metavar="DIR",
-    help="Every digest published in DIR by `audit digest --to DIR` (one that is malformed or "
-    "altered is an error naming it). DIR must be out of the ledger writers' reach.",
+    help="Every digest published in DIR by `audit digest --to DIR`: each file but hidden ones "
+    "must be an intact digest (one malformed or altered is an error naming it). DIR must be "
+    "out of the ledger writers' reach; each digest costs one read of the events it covers.",
 )
 @json_option
 @reports_errors
