@@ -10,7 +10,9 @@ from pathlib import Path
 import click
 import orjson
 
+from cli import verify_output
 from cli.context import with_ledger
+from cli.digest_publishing import parse_every, publish_every, publish_once
 from cli.errors import EXIT_PROBLEM, fail, reports_errors
 from cli.output import emit_json, json_option
 from ledger.clock import utc
@@ -154,14 +156,40 @@ def export(ledger: Ledger, output: Path | None) -> None:
 
 @audit.command()
 @output_option
+@click.option(
+    "--to",
+    "to",
+    type=click.Path(path_type=Path),
+    metavar="DIR",
+    help="Publish into this directory: a new read-only (0444) file per digest, never "
+    "overwritten, named so that names sort by time.",
+)
+@click.option(
+    "--every",
+    metavar="SECONDS",
+    help="With --to: publish now and every SECONDS until SIGTERM or SIGINT (exit 0).",
+)
+@json_option
 @reports_errors
 @with_ledger
-def digest(ledger: Ledger, output: Path | None) -> None:
-    """Print a JSON digest: the head (version, hash) of every stream.
+def digest(
+    ledger: Ledger, output: Path | None, to: Path | None, every: str | None, as_json: bool
+) -> None:
+    """Print a JSON digest: the head (version, hash) of every stream; or publish digests.
 
-    Keep it somewhere the ledger's writers cannot reach; `audit verify --digest FILE` later
-    proves the ledger still extends it (a history rewritten end to end is caught this way).
+    A digest proves something only where the ledger's writers cannot reach it. DIR (--to)
+    must be a place the application's database role and the machines that write the ledger
+    cannot change: another OS user's directory, a write-once (object-lock) bucket mount, an
+    auditor's host. `audit verify --digest FILE` or `--against DIR` later proves the ledger
+    still extends them (a history rewritten end to end is caught this way).
     """
+    period = parse_every(every, to, output)
+    if to is not None:
+        if period is None:
+            publish_once(ledger, to, as_json)
+        else:
+            publish_every(ledger, to, period, as_json)
+        return
     taken = audit_service.take_digest(ledger)
     if output is None:
         click.echo(taken.dumps().decode())
@@ -179,29 +207,36 @@ def digest(ledger: Ledger, output: Path | None) -> None:
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="A digest saved earlier by `outcomes audit digest`.",
 )
+@click.option(
+    "--against",
+    "against_dir",
+    type=click.Path(path_type=Path),
+    metavar="DIR",
+    help="Every digest published in DIR by `audit digest --to DIR`: each file but hidden ones "
+    "must be an intact digest (one malformed or altered is an error naming it). DIR must be "
+    "out of the ledger writers' reach; each digest costs one read of the events it covers.",
+)
 @json_option
 @reports_errors
 @with_ledger
-def verify(ledger: Ledger, digest_file: Path | None, as_json: bool) -> None:
-    """Recompute every event's hash and chain link; exit 2 naming the first broken position."""
+def verify(
+    ledger: Ledger, digest_file: Path | None, against_dir: Path | None, as_json: bool
+) -> None:
+    """Prove the ledger intact: recompute every event's hash and chain link, rebuild every
+    read model (jobs, brakes, tokens) in memory from the events and compare it with the
+    stored one (nothing is written), and check that the ledger still extends the given
+    digests. Exit 2 with a one-line reason: the first broken position, the digest no longer
+    extended, or the read-model row (table, key, field) that differs."""
     earlier = Digest.loads(digest_file.read_bytes()) if digest_file else None
+    published = audit_service.load_digests(against_dir) if against_dir else []
     total = audit_service.size(ledger)
     # Progress goes to stderr so that stdout stays clean for --json.
     with click.progressbar(length=total, label="verifying", file=sys.stderr) as bar:
-        report = audit_service.verify(ledger, earlier, progress=bar.update)
-    first = report.first_problem
+        found = audit_service.verify_all(ledger, earlier, published, progress=bar.update)
     if as_json:
-        emit_json(
-            {
-                "ok": report.ok,
-                "events_checked": report.events_checked,
-                "streams_checked": report.streams_checked,
-                "problems": [vars(p) | {"kind": p.kind.value} for p in report.problems],
-                "first_broken_position": first.position if first else None,
-            }
-        )
-    elif report.ok:
-        click.echo(f"ok: {report.events_checked} events in {report.streams_checked} streams verify")
-    if first is not None:
-        where = f"position {first.position}" if first.position is not None else first.stream_id
-        fail(f"ledger broken at {where}: {first.message}", EXIT_PROBLEM)
+        emit_json(verify_output.to_json(found))
+    else:
+        verify_output.echo_lines(found)
+    reason = verify_output.failure(found)
+    if reason is not None:
+        fail(reason, EXIT_PROBLEM)

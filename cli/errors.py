@@ -14,6 +14,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 EXIT_ERROR = 1
 EXIT_PROBLEM = 2  # the command worked and found something wrong (e.g. a broken chain)
+EXIT_USAGE = 2  # options that do not go together or bad values (as click's own usage errors)
 
 
 def fail(message: str, code: int = EXIT_ERROR) -> None:

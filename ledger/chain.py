@@ -123,6 +123,18 @@ class ProblemKind(StrEnum):
     # is not the ledger the digest saw
 
 
+# What only a digest can reveal (the rest are the chains' own findings).
+DIGEST_KINDS = frozenset(
+    {
+        ProblemKind.DIGEST_MISMATCH,
+        ProblemKind.DIGEST_TRUNCATED,
+        ProblemKind.DIGEST_EXTRA,
+        ProblemKind.DIGEST_COUNT,
+        ProblemKind.DIGEST_LEDGER_MISMATCH,
+    }
+)
+
+
 @dataclass(frozen=True)
 class Problem:
     kind: ProblemKind

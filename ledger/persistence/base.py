@@ -214,6 +214,15 @@ class Reads(ABC):
     @abstractmethod
     def last_position(self) -> int: ...
 
+    # --- read models, as stored -----------------------------------------------------------
+
+    @abstractmethod
+    def read_model_rows(self, table: str, after: str | None, limit: int) -> list[dict[str, Any]]:
+        """A page of a read model's stored rows (`ledger.read_models`: jobs, brakes, tokens),
+        keys above `after` (None: from the first), in key order, at most `limit`: every stored
+        column by name, times as aware UTC datetimes, `view` as its decoded JSON. `audit
+        verify` compares them with a fold of the events, so nothing may be normalized away."""
+
 
 class Writes(Reads):
     """A write transaction: everything it does commits together or not at all."""
@@ -315,6 +324,11 @@ class Store(ABC):
     @abstractmethod
     def reading(self) -> AbstractContextManager[Reads]:
         """A read-only view (on SQLite it does not queue behind writers)."""
+
+    def snapshot(self) -> AbstractContextManager[Reads]:
+        """A read-only view of one moment, however long it is read (`audit verify` compares
+        the events with the read models: both must be of the same moment)."""
+        return self.reading()
 
     def quick_read(self) -> AbstractContextManager[Reads]:
         """For one question only: backends may skip the transaction around it."""

@@ -22,7 +22,7 @@ from ledger.errors import JobStreamError
 from ledger.events import RecordedEvent, job_stream
 from ledger.job_view import JobView, evolve
 from ledger.persistence.base import Appended, AppendStatus, JobAppend, JobAppended
-from ledger.persistence.projections import job_columns
+from ledger.read_models import job_columns
 
 CALL = "SELECT outcomes_append_jobs(%s::jsonb)"
 CALL_SQLALCHEMY = text("SELECT outcomes_append_jobs(CAST(:items AS jsonb))")

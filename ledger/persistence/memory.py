@@ -18,7 +18,6 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ledger.brake_view import evolve_brake
 from ledger.chain import link_rows, seal
 from ledger.clock import now
 from ledger.errors import (
@@ -27,17 +26,12 @@ from ledger.errors import (
     DuplicateEventError,
     IdempotencyKeyTakenError,
 )
-from ledger.events import (
-    JOB_EVENT_TYPES,
-    TERMINAL_EVENT_TYPES,
-    NewEvent,
-    RecordedEvent,
-    job_id_of,
-)
-from ledger.job_view import JobView, evolve
+from ledger.events import TERMINAL_EVENT_TYPES, NewEvent, RecordedEvent
+from ledger.job_view import JobView
 from ledger.persistence.base import Appended, Reads, Store, Writes
 from ledger.persistence.memory_reads import Lease, MemoryReads, MemoryState
-from ledger.token_view import evolve_token
+from ledger.read_models import model_for
+from ledger.token_view import TokenView
 
 MEMORY_URL = "memory://"
 
@@ -97,32 +91,22 @@ class MemoryWrites(MemoryReads, Writes):
             raise AlreadyTerminalError(stream_id)
 
     def _fold(self, stream_id: str, recorded: list[RecordedEvent]) -> BaseModel | None:
-        kind = recorded[0].type
-        if kind in JOB_EVENT_TYPES:
-            job_id = job_id_of(stream_id)
-            job = self.state.jobs.get(job_id)
-            for event in recorded:
-                job = evolve(job, event)
-            assert job is not None
-            self._put_job(job)
-            return job
-        if kind.startswith("brake."):
-            brake_id = str(recorded[0].data["brake_id"])
-            brake = self.state.brakes.get(brake_id)
-            for event in recorded:
-                brake = evolve_brake(brake, event)
-            self._put(self.state.brakes, brake_id, brake)
-            return brake
-        if kind.startswith("token."):
-            token_id = str(recorded[0].data["token_id"])
-            token = self.state.tokens.get(token_id)
-            for event in recorded:
-                token = evolve_token(token, event)
-            assert token is not None
-            self._put(self.state.tokens, token_id, token)
-            self._put(self.state.token_hashes, token.token_hash, token_id)
-            return token
-        return None
+        model = model_for(recorded[0].type)
+        if model is None:
+            return None
+        key = model.key(recorded[0])
+        table = self.state.views(model.table)
+        view = table.get(key)
+        for event in recorded:
+            view = model.fold(view, event)
+        assert isinstance(view, BaseModel)
+        if isinstance(view, JobView):
+            self._put_job(view)
+        else:
+            self._put(table, key, view)
+        if isinstance(view, TokenView):
+            self._put(self.state.token_hashes, view.token_hash, key)
+        return view
 
     def _put_job(self, job: JobView) -> None:
         key = job.idempotency_key

@@ -6,6 +6,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from ledger.access import token_stream
 from ledger.brake_view import BrakeView, fold_brake
@@ -15,8 +16,11 @@ from ledger.events import RecordedEvent, job_stream
 from ledger.job_view import JobView
 from ledger.persistence.base import Reads
 from ledger.queries import EventFilter, Heads, JobFilter, JobSummary
+from ledger.read_models import READ_MODELS
 from ledger.reconcile_rules import OpenJob
 from ledger.token_view import TokenView, fold_token, presented
+
+_MODELS = {model.table: model for model in READ_MODELS}
 
 
 @dataclass
@@ -41,6 +45,17 @@ class MemoryState:
     token_hashes: dict[str, str] = field(default_factory=dict)  # → token_id
     leases: dict[str, Lease] = field(default_factory=dict)
     next_position: int = 1
+
+    def views(self, table: str) -> dict[str, Any]:
+        """A read model's views by key, as `ledger.read_models` names the model."""
+        found: dict[str, dict[str, Any]] = {
+            "jobs": self.jobs,
+            "brakes": self.brakes,
+            "tokens": self.tokens,
+        }
+        if table not in found:
+            raise ValueError(f"{table!r} is not a read model")
+        return found[table]
 
 
 class MemoryReads(Reads):
@@ -200,3 +215,11 @@ class MemoryReads(Reads):
 
     def last_position(self) -> int:
         return self.state.events[-1].position if self.state.events else 0
+
+    # --- read models, as stored -----------------------------------------------------------
+
+    def read_model_rows(self, table: str, after: str | None, limit: int) -> list[dict[str, Any]]:
+        views = self.state.views(table)
+        keys = sorted(k for k in views if after is None or k > after)[:limit]
+        # A memory ledger keeps the views alone: its rows are what the SQL tables would hold.
+        return [_MODELS[table].row(k, views[k]) for k in keys]

@@ -6,23 +6,22 @@ Live updates and rebuilds run the same pure fold, so a rebuild reproduces the li
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 from sqlalchemy import Connection, Table, bindparam, delete, insert, select, text, update
 
-from ledger.brake_view import BrakeView, evolve_brake
 from ledger.events import JOB_EVENT_TYPES, RecordedEvent, job_id_of
-from ledger.job_view import JobView, evolve
-from ledger.persistence.schema import brakes, events, jobs, tokens
+from ledger.persistence.schema import READ_MODEL_TABLES, events
 from ledger.persistence.sql_reads import EVENT_COLUMNS, row_to_event
-from ledger.token_view import TokenView, evolve_token
+from ledger.read_models import READ_MODELS, ReadModel
 
 V = TypeVar("V", bound=BaseModel)
 _BATCH = 1000
 JOBS_CHANNEL = "outcomes_jobs"  # NOTIFY: a wake-up hint for long-polls, never the log itself
 _IDS_PER_NOTIFY = 150
+TABLES: dict[str, Table] = {t.name: t for t in READ_MODEL_TABLES}
 _NOTIFY = text("SELECT pg_notify(:channel, :payload)")
 _EARLIER = (
     select(*EVENT_COLUMNS)
@@ -82,25 +81,15 @@ class JobNotifier(Projection):
 
 
 class ViewProjection(Projection, Generic[V]):
-    """Folds events of some types into one row per key of `table`."""
+    """Folds events of some types into one row per key of `table` (as `model` defines)."""
 
-    def __init__(
-        self,
-        table: Table,
-        view_type: type[V],
-        types: frozenset[str],
-        key: Callable[[RecordedEvent], str],
-        fold: Callable[[V | None, RecordedEvent], V],
-        columns: Callable[[V], dict[str, Any]],
-        refold: bool = False,
-    ) -> None:
-        self.refold = refold
+    def __init__(self, table: Table, model: ReadModel[V]) -> None:
         self.table = table
-        self.view_type = view_type
-        self.types = types
-        self.key = key
-        self.fold = fold
-        self.columns = columns
+        self.model = model
+        self.refold = model.refold
+        self.view_type = model.view_type
+        self.key = model.key
+        self.fold = model.fold
         self._pk = next(iter(table.primary_key.columns))
         # Built once (statement construction is a real cost on the append path).
         self._load = select(self._pk, table.c.view).where(
@@ -110,14 +99,14 @@ class ViewProjection(Projection, Generic[V]):
         self._insert = insert(table)
 
     def handles(self, event_type: str) -> bool:
-        return event_type in self.types
+        return self.model.handles(event_type)
 
     def load(self, conn: Connection, keys: set[str]) -> dict[str, V]:
         rows = conn.execute(self._load, {"keys": sorted(keys)})
         return {row[0]: self.view_type.model_validate(row[1]) for row in rows}
 
     def row(self, key: str, view: V) -> dict[str, Any]:
-        return {self._pk.name: key, "view": view.model_dump(mode="json"), **self.columns(view)}
+        return self.model.row(key, view)
 
     def apply(self, conn: Connection, recorded: Sequence[RecordedEvent]) -> V | None:
         """Fold the events into their rows; returns the last event's view."""
@@ -171,71 +160,8 @@ class ViewProjection(Projection, Generic[V]):
             conn.execute(insert(self.table), rows[start : start + _BATCH])
 
 
-def job_columns(view: JobView) -> dict[str, Any]:
-    return {
-        "account": view.account,
-        "tool": view.tool,
-        "status": view.status.value,
-        "terminal": view.terminal,
-        "accepted": view.accepted,
-        "spends": view.spends,
-        "attempts": view.attempts,
-        "code": view.code.value if view.code else None,
-        "idempotency_key": view.idempotency_key,
-        "ledger_position": view.ledger_position,
-        "created_at": view.created_at,
-        "updated_at": view.updated_at,
-        "lease_expires_at": view.lease_expires_at,
-        "due_at": view.due_at,
-    }
-
-
-def _brake_columns(view: BrakeView) -> dict[str, Any]:
-    return {"scope": view.scope, "active": view.active, "ledger_position": view.ledger_position}
-
-
-def _token_columns(view: TokenView) -> dict[str, Any]:
-    return {
-        "account": view.account,
-        "role": view.role,
-        "token_hash": view.token_hash,
-        "revoked": view.revoked,
-        "ledger_position": view.ledger_position,
-    }
-
-
-def _data_key(field: str) -> Callable[[RecordedEvent], str]:
-    def key(event: RecordedEvent) -> str:
-        return str(event.data[field])
-
-    return key
-
-
 def default_projections() -> list[Projection]:
-    return [
-        JobNotifier(),
-        ViewProjection(
-            jobs, JobView, JOB_EVENT_TYPES, lambda e: job_id_of(e.stream_id), evolve, job_columns
-        ),
-        ViewProjection(
-            brakes,
-            BrakeView,
-            frozenset({"brake.pulled", "brake.released"}),
-            _data_key("brake_id"),
-            evolve_brake,
-            _brake_columns,
-            refold=True,  # short streams, and the rows people act on: never built on a row
-        ),
-        ViewProjection(
-            tokens,
-            TokenView,
-            frozenset({"token.created", "token.revoked"}),
-            _data_key("token_id"),
-            evolve_token,
-            _token_columns,
-            refold=True,
-        ),
-    ]
+    return [JobNotifier(), *(ViewProjection(TABLES[m.table], m) for m in READ_MODELS)]
 
 
 def rebuild(

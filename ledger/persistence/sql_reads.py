@@ -11,9 +11,11 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+import orjson
 from sqlalchemy import (
     ColumnElement,
     Connection,
+    Text,
     and_,
     bindparam,
     cast,
@@ -36,7 +38,7 @@ from ledger.events import RecordedEvent
 from ledger.job_view import JobView
 from ledger.persistence.base import Reads
 from ledger.persistence.errors import translated
-from ledger.persistence.schema import events, jobs, leases, tokens
+from ledger.persistence.schema import READ_MODEL_TABLES, events, jobs, leases, tokens
 from ledger.queries import EventFilter, Heads, JobFilter, JobSummary
 from ledger.reconcile_rules import OpenJob
 from ledger.token_view import TokenView, fold_token, presented
@@ -102,6 +104,7 @@ _ACTIVE_PULLS = select(*EVENT_COLUMNS).where(
         _LATER.c.stream_version > events.c.stream_version,
     ),
 )
+_READ_MODELS = {table.name: table for table in READ_MODEL_TABLES}
 
 
 def row_to_event(row: RowT) -> RecordedEvent:
@@ -321,6 +324,35 @@ class SqlReads(Reads):
 
     def last_position(self) -> int:
         return int(self.conn.execute(_LAST_POSITION).scalar_one())
+
+    # --- read models, as stored -----------------------------------------------------------
+
+    def read_model_rows(self, table: str, after: str | None, limit: int) -> list[dict[str, Any]]:
+        found = _READ_MODELS.get(table)
+        if found is None:
+            raise ValueError(f"{table!r} is not a read model")
+        key = next(iter(found.primary_key.columns))
+        # The view as text, decoded here: a view damaged into something that is not JSON must
+        # reach the comparison as it is, not fail the whole page.
+        columns = [cast(c, Text).label(c.name) if c.name == "view" else c for c in found.c]
+        query = select(*columns).order_by(key).limit(limit)
+        if after is not None:
+            query = query.where(key > after)
+        return [
+            {name: _as_stored(name, value) for name, value in row.items()}
+            for row in self.conn.execute(query).mappings()
+        ]
+
+
+def _as_stored(name: str, value: Any) -> Any:
+    if isinstance(value, datetime):
+        return utc(value)
+    if name == "view" and isinstance(value, str):
+        try:
+            return orjson.loads(value)
+        except orjson.JSONDecodeError:
+            return value
+    return value
 
 
 def _job_scope(account: str | None, tool: str | None) -> list[ColumnElement[bool]]:

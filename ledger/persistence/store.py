@@ -201,6 +201,21 @@ class SqlStore(Store):
             yield SqlReads(conn)
 
     @contextmanager
+    def snapshot(self) -> Iterator[Reads]:
+        """On Postgres one REPEATABLE READ transaction: every statement sees the moment of the
+        first. SQLite's read transaction (WAL) already keeps the snapshot of its first read."""
+        if self.dialect != "postgresql":
+            with self.reading() as reads:
+                yield reads
+            return
+        with translated(), self.engine.connect() as conn:
+            conn = conn.execution_options(
+                isolation_level="REPEATABLE READ", postgresql_readonly=True
+            )
+            with conn.begin():
+                yield SqlReads(conn)
+
+    @contextmanager
     def quick_read(self) -> Iterator[Reads]:
         """On Postgres one statement runs in autocommit: it is atomic on its own, and the
         BEGIN and COMMIT round trips of a read transaction would triple what the hot reads

@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
+from itertools import takewhile
+from pathlib import Path
+from typing import Any
 
-from ledger.chain import VerifyReport, verify_chain
+from ledger import digest_files
+from ledger.chain import DIGEST_KINDS, VerifyReport, verify_chain
 from ledger.clock import now
 from ledger.digest import Digest
 from ledger.events import RecordedEvent
+from ledger.persistence.base import Reads
 from ledger.queries import EventFilter, JobSummary
+from ledger.read_model_check import ReadModelReport, Replay
+from ledger.read_models import ReadModel
 from ledger.services.ledger import Ledger
 
 Progress = Callable[[int], None]  # called with the number of events just handled
@@ -60,6 +68,82 @@ def verify(
 ) -> VerifyReport:
     """Recompute every hash and link; with a digest, prove the ledger still extends it."""
     return verify_chain(every_event(ledger, progress), digest.checkpoint if digest else None)
+
+
+@dataclass(frozen=True)
+class DigestCheck:
+    """Whether the ledger still extends one published digest."""
+
+    source: Path
+    report: VerifyReport  # its DIGEST_* problems alone (the chain's are the main report's)
+
+
+@dataclass
+class Verification:
+    """All that `audit verify` proves: the chains (against `--digest`, if given), the read
+    models, and every published digest (`--against`)."""
+
+    chain: VerifyReport
+    read_models: ReadModelReport
+    digests: list[DigestCheck] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.chain.ok and self.read_models.ok and all(d.report.ok for d in self.digests)
+
+
+def verify_all(
+    ledger: Ledger,
+    digest: Digest | None = None,
+    against: Sequence[tuple[Path, Digest]] = (),
+    progress: Progress | None = None,
+    page: int = 5000,
+) -> Verification:
+    """`verify`, and the read models rebuilt in memory from the same events and compared with
+    the stored ones, and each published digest checked, all in one snapshot of the ledger."""
+    with ledger.store.snapshot() as reads:
+        replay = Replay()
+        found = _pages(reads, page)
+        counted = _counting(found, progress) if progress is not None else found
+        chain = verify_chain(replay.watch(counted), digest.checkpoint if digest else None)
+        read_models = replay.compare(lambda model: _stored_rows(reads, model, page))
+        digests = [_check_digest(reads, source, d, page) for source, d in against]
+    return Verification(chain, read_models, digests)
+
+
+def load_digests(directory: Path) -> list[tuple[Path, Digest]]:
+    """Every digest published in `directory`; one that is not intact is an error naming it."""
+    return digest_files.load_all(directory)
+
+
+def publish_digest(ledger: Ledger, directory: Path) -> tuple[Path, Digest]:
+    """Take a digest and write it as a new read-only file in `directory`."""
+    taken = take_digest(ledger)
+    return digest_files.publish(directory, taken), taken
+
+
+def _check_digest(reads: Reads, source: Path, digest: Digest, page: int) -> DigestCheck:
+    # The checkpoint logic of `--digest`, over the events the digest covers: one read of
+    # that span per digest.
+    span = takewhile(lambda e: e.position <= digest.position, _pages(reads, page))
+    found = verify_chain(span, digest.checkpoint)
+    kept = [p for p in found.problems if p.kind in DIGEST_KINDS]
+    report = VerifyReport(found.events_checked, found.streams_checked, kept)
+    return DigestCheck(source, report)
+
+
+def _pages(reads: Reads, page: int) -> Iterator[RecordedEvent]:
+    after = 0
+    while found := reads.find_events(EventFilter(after=after, limit=page)):
+        yield from found
+        after = found[-1].position
+
+
+def _stored_rows(reads: Reads, model: ReadModel[Any], page: int) -> Iterator[dict[str, Any]]:
+    after: str | None = None
+    while rows := reads.read_model_rows(model.table, after, page):
+        yield from rows
+        after = str(rows[-1][model.key_column])
 
 
 def _counting(

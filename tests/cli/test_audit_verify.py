@@ -57,6 +57,11 @@ def test_a_rehashed_history_is_caught_against_an_earlier_digest(
     outcomes("audit", "digest", "--output", str(digest))
     original = seeded.stream("retried")
     forge(seeded, "retried", 3, original[2].data | {"attempt": 2})
+    # The stored job row still holds the old head hash: the read-model check sees that much.
+    unfixed, body, _ = verify(outcomes)
+    assert unfixed == EXIT_PROBLEM and body["first_broken_position"] is None
+    assert {p["field"] for p in body["read_models"]["problems"]} == {"view.head_hash"}
+    seeded.store.rebuild_read_models()  # a forger who owns the database refolds them too
     alone, _, _ = verify(outcomes)
     assert alone == 0  # internally consistent: only the digest can tell
     code, body, stderr = verify(outcomes, "--digest", str(digest))

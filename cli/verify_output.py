@@ -1,0 +1,84 @@
+"""What `outcomes audit verify` prints: lines for people, one JSON document for programs, and
+the one-line reason of a non-zero exit."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from ledger.chain import Problem, VerifyReport
+from ledger.services.audit import Verification
+
+SHOWN = 20  # problem lines printed for people; --json carries them all (up to the report's cap)
+
+
+def to_json(found: Verification) -> dict[str, Any]:
+    first = first_broken(found)
+    return {
+        "ok": found.ok,
+        "events_checked": found.chain.events_checked,
+        "streams_checked": found.chain.streams_checked,
+        "problems": _problems(found.chain),
+        "first_broken_position": first.position if first else None,
+        "read_models": found.read_models.to_json(),
+        "digests": [
+            {"file": str(d.source), "ok": d.report.ok, "problems": _problems(d.report)}
+            for d in found.digests
+        ],
+    }
+
+
+def echo_lines(found: Verification) -> None:
+    chain, models = found.chain, found.read_models
+    if chain.ok:
+        click.echo(f"ok: {chain.events_checked} events in {chain.streams_checked} streams verify")
+    rows = ", ".join(f"{table} {count}" for table, count in models.rows_checked.items())
+    if models.ok:
+        click.echo(f"ok: the read models are what the events make ({rows} rows)")
+    else:
+        for mismatch in models.problems[:SHOWN]:
+            click.echo(f"read model {mismatch.message}")
+        if models.problems_total > SHOWN:
+            click.echo(f"… and {models.problems_total - SHOWN} more read-model problems")
+    extended = [d for d in found.digests if d.report.ok]
+    if extended:
+        span = f"{extended[0].source.name} … {extended[-1].source.name}"
+        click.echo(f"ok: the ledger extends {len(extended)} published digests ({span})")
+    for checked in found.digests:
+        for problem in checked.report.problems[:SHOWN]:
+            click.echo(f"digest {checked.source}: {problem.message}")
+
+
+def failure(found: Verification) -> str | None:
+    """The one-line reason to exit non-zero, or None when everything verified."""
+    first = _first(found.chain.problems)
+    if first is not None:
+        where = f"position {first.position}" if first.position is not None else first.stream_id
+        return f"ledger broken at {where}: {first.message}"
+    for checked in found.digests:
+        first = _first(checked.report.problems)
+        if first is not None:
+            return f"ledger no longer extends digest {checked.source}: {first.message}"
+    models = found.read_models
+    if models.problems:
+        more = models.problems_total - 1
+        also = f" (and {more} more read-model problems)" if more else ""
+        return f"read model {models.problems[0].message}{also}"
+    return None
+
+
+def first_broken(found: Verification) -> Problem | None:
+    every = [*found.chain.problems, *(p for d in found.digests for p in d.report.problems)]
+    return _first(every)
+
+
+def _first(problems: list[Problem]) -> Problem | None:
+    located = [p for p in problems if p.position is not None]
+    if located:
+        return min(located, key=lambda p: p.position or 0)
+    return problems[0] if problems else None
+
+
+def _problems(report: VerifyReport) -> list[dict[str, Any]]:
+    return [vars(p) | {"kind": p.kind.value} for p in report.problems]
