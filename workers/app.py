@@ -22,6 +22,7 @@ def embedded_broker(home: Path = DEFAULT_HOME) -> tuple[str, dict[str, Any]]:
     queue_dir = (home / "broker" / "queue").resolve()
     processed = (home / "broker" / "processed").resolve()
     control = (home / "broker" / "control").resolve()  # kombu's default is ./control
+    home.mkdir(mode=0o700, parents=True, exist_ok=True)  # the ledger's folder too: private
     for folder in (queue_dir, processed, control):
         folder.mkdir(parents=True, exist_ok=True)
     options = {
