@@ -40,7 +40,7 @@ def admissible(account: str, role: str) -> bool:
 def validate_scope(account: str, role: str) -> None:
     if not admissible(account, role):
         raise TokenError(
-            f"a {role} token belongs to one account; '*' is for {' and '.join(DETAIL_ROLES)}s"
+            f"{role} tokens belong to one account; '*' is for {' and '.join(DETAIL_ROLES)}s"
         )
 
 

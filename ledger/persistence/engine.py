@@ -8,6 +8,7 @@ equals position order.
 from __future__ import annotations
 
 import os
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +57,8 @@ def create_private(database: Path) -> None:
     0700 and a file it creates 0600 (SQLite gives its -wal and -shm files the file's mode).
     What already exists keeps the mode its owner gave it."""
     database.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    os.close(os.open(database, os.O_CREAT | os.O_RDWR, 0o600))
+    with suppress(FileExistsError):  # exclusive: an existing file (maybe read-only) untouched
+        os.close(os.open(database, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
 
 
 def _sqlite_engine(url: str, common: dict[str, Any]) -> Engine:

@@ -126,8 +126,7 @@ def _decide(ledger: Ledger, caller: Caller, request: JobRequest) -> Submitted:
     spec = get_tool(request.tool)
     fingerprint = request.fingerprint
     # Permission before the replay lookup: the key is the account's, not the token's.
-    denied = permission_refusal(caller, request)
-    if denied is not None and request.idempotency_key is not None:
+    if permission_refusal(caller, request) is not None:
         request = _keyless(request)
     with ledger.store.transaction() as tx:
         key = request.idempotency_key

@@ -18,7 +18,7 @@ def _token_count(outcomes: Invoke) -> int:
         (["--tools", ""], "names no tool"),
         (["--tools", " , "], "names no tool"),
         (["--tools", "nobody.has_it"], "unknown tools: nobody.has_it"),
-        (["--account", "*"], "belongs to one account"),
+        (["--account", "*"], "belong to one account"),
     ],
 )
 def test_tokens_create_refuses_what_would_widen_a_token(

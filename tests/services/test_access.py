@@ -106,7 +106,7 @@ def test_a_token_names_only_registered_tools_unless_told_otherwise(memory_ledger
 
 
 def test_an_agent_token_never_holds_every_account(memory_ledger: Ledger) -> None:
-    with pytest.raises(TokenError, match="belongs to one account"):
+    with pytest.raises(TokenError, match="belong to one account"):
         tokens.create(memory_ledger, "*", "agent", None, "t")
     assert tokens.list_all(memory_ledger) == []
     assert tokens.create(memory_ledger, "*", "auditor", None, "t").view.account == "*"
