@@ -54,6 +54,8 @@ def create_app(
         description=DESCRIPTION,
         lifespan=lifespan,
         redoc_url=None,
+        # No redirects: Starlette's would build the Location from the Host header.
+        redirect_slashes=False,
     )
     app.state.ledger = state
     for module in (jobs_submit, jobs_read, audit, brakes, health):

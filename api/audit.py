@@ -15,7 +15,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from api.auth import require
-from api.models import ACCOUNT, MAX_POSITION, PRINTABLE, EventPage, Summary
+from api.models import ACCOUNT, PRINTABLE, EventPage, Summary
 from api.openapi import problems
 from api.pages import json_response, page
 from api.problems import invalid_input
@@ -23,7 +23,7 @@ from api.state import state_of
 from ledger.access import account_scope
 from ledger.codes import Code
 from ledger.public import public_event
-from ledger.queries import EventFilter, JobSummary
+from ledger.queries import MAX_POSITION, EventFilter, JobSummary
 from ledger.services import audit
 from ledger.token_view import TokenView
 

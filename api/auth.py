@@ -40,9 +40,14 @@ def token_of(request: Request) -> str:
     return token
 
 
-def principal(request: Request, _scheme: Scheme) -> TokenView:
-    """The caller's token view: it exists and is not revoked. Runs in the thread pool."""
+def authenticate(request: Request) -> TokenView:
+    """The caller's token view: it exists and is not revoked (blocking: a ledger read)."""
     return tokens.authenticate(state_of(request).ledger, token_of(request))
+
+
+def principal(request: Request, _scheme: Scheme) -> TokenView:
+    """`authenticate` as a dependency. Runs in the thread pool."""
+    return authenticate(request)
 
 
 Principal = Annotated[TokenView, Depends(principal)]

@@ -12,11 +12,13 @@ from typing import Any
 
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Match
 
+from api.auth import authenticate
 from api.problems import (
     ApiProblem,
     internal_error,
@@ -63,8 +65,18 @@ async def _on_http(request: Request, exc: Exception) -> Response:
     return problem_response(invalid_input("The request could not be read."))
 
 
-async def _on_validation(_request: Request, exc: Exception) -> Response:
+AUTHENTICATED = "/v1/"  # every route under it needs a token
+
+
+async def _on_validation(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, RequestValidationError)
+    if request.url.path.startswith(AUTHENTICATED):
+        # Authentication comes before any other check (contract §6): routes that read the
+        # token in their body (the long-poll) are validated by the framework first.
+        try:
+            await run_in_threadpool(authenticate, request)
+        except LedgerError as failed:
+            return await _on_ledger(request, failed)
     return problem_response(validation_problem(exc.errors()))
 
 

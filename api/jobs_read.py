@@ -12,12 +12,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from api.auth import Principal, token_of
-from api.models import MAX_POSITION, JobEvents, JobPage
+from api.models import JobEvents, JobPage
 from api.openapi import problems
 from api.pages import json_response, page
 from api.state import state_of
 from ledger.access import account_scope
 from ledger.job_view import JobEnvelope, JobView, envelope
+from ledger.queries import MAX_POSITION
 from ledger.services import jobs
 
 router = APIRouter(tags=["jobs"])

@@ -66,7 +66,7 @@ def poll_url(job_id: str) -> str:
                 }
             }
         },
-        **problems(401, 403, 409, 413, 422, 429, 503, overrides=SUBMIT_DESCRIPTIONS),
+        **problems(401, 403, 409, 413, 415, 422, 429, 503, overrides=SUBMIT_DESCRIPTIONS),
     },
     openapi_extra={"requestBody": _REQUEST_BODY},
 )

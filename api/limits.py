@@ -4,6 +4,9 @@
   without one (chunked) is counted while it streams and cut off at the cap.
 - Depth: a regex tokenizer skips strings and counts brackets, so a deeply nested document is
   refused (422) without ever reaching the JSON parser or a recursive validator.
+- Media type: only a JSON body is read (415 otherwise), whatever its bytes look like.
+- Integers: one beyond 64 bits is refused (422); the parser would make it a float, and two
+  different bodies could then hash as the same request.
 """
 
 from __future__ import annotations
@@ -15,14 +18,49 @@ import orjson
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from api.problems import invalid_input, problem_response, too_large
+from api.problems import invalid_input, problem_response, too_large, unsupported_media_type
 
 MAX_BODY_BYTES = 256 * 1024
 MAX_JSON_DEPTH = 32
+INT64 = range(-(2**63), 2**63)
 
 # A whole string (possessive: no backtracking, so linear), a bracket, or a quote that never
 # closes (the body is malformed; the parser will say so, no need to scan further).
 _TOKEN = re.compile(rb'(?P<s>"(?:[^"\\]|\\.)*+")|(?P<o>[\[{])|(?P<c>[\]}])|(?P<u>")', re.DOTALL)
+
+
+# A whole string (skipped), a number (its fraction and exponent kept apart: only a number
+# without either is an integer), or a quote that never closes.
+_NUMBER = re.compile(
+    rb'(?P<s>"(?:[^"\\]|\\.)*+")'
+    rb"|(?P<i>-?[0-9]++)(?P<f>(?:\.[0-9]*+)?(?:[eE][+-]?[0-9]*+)?)"
+    rb'|(?P<u>")',
+    re.DOTALL,
+)
+
+
+def has_integer_beyond_64_bits(body: bytes) -> bool:
+    for match in _NUMBER.finditer(body):
+        digits = match["i"]
+        if digits is not None:
+            if not match["f"] and len(digits) > 18 and _beyond_64_bits(digits):
+                return True
+        elif match["u"] is not None:
+            return False
+    return False
+
+
+def _beyond_64_bits(digits: bytes) -> bool:
+    # 2**63 has 19 digits; a longer literal is never converted (int() refuses huge ones).
+    return len(digits.lstrip(b"-")) > 19 or int(digits) not in INT64
+
+
+def is_json_media_type(content_type: str) -> bool:
+    """application/json or application/<something>+json, parameters (charset) aside."""
+    media = content_type.partition(";")[0].strip().lower()
+    return media == "application/json" or (
+        media.startswith("application/") and media.endswith("+json")
+    )
 
 
 def nests_deeper_than(body: bytes, limit: int) -> bool:
@@ -80,12 +118,19 @@ def _content_length(scope: Scope) -> int | None:
 
 
 async def read_json(request: Request, max_depth: int = MAX_JSON_DEPTH) -> Any:
-    """The request's JSON document, or a 422 problem naming what is wrong with it."""
+    """The request's JSON document, or a problem naming what is wrong with it (415, 422)."""
+    if not is_json_media_type(request.headers.get("content-type", "")):
+        raise unsupported_media_type()
     body = await request.body()
     if not body.strip():
         raise invalid_input("The request needs a JSON body.", missing=True)
     if nests_deeper_than(body, max_depth):
         raise invalid_input(f"The JSON body nests deeper than {max_depth} levels.")
+    if has_integer_beyond_64_bits(body):
+        raise invalid_input(
+            "The JSON body holds an integer beyond 64 bits.",
+            fix="send integers between -2**63 and 2**63-1, or large numbers as strings",
+        )
     try:
         return orjson.loads(body)
     except orjson.JSONDecodeError:

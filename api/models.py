@@ -14,7 +14,6 @@ from ledger.job_view import JobEnvelope
 # No control characters (NUL above all: neither database stores it in text).
 PRINTABLE = r"^[^\x00-\x1f\x7f]+$"
 ACCOUNT = r"^[a-z0-9][a-z0-9_-]*$"
-MAX_POSITION = 2**63 - 1  # BIGINT: a larger cursor is not a position
 
 
 class Documented(BaseModel):

@@ -20,6 +20,7 @@ DESCRIPTIONS = {
     "(REFERENCE_UNRESOLVED).",
     409: "Refused and recorded, with its job_id: a brake holds this work (BRAKE_ENGAGED).",
     413: "The request body is larger than the limit (INPUT_INVALID).",
+    415: "The request body is not JSON (INPUT_INVALID).",
     422: "Malformed JSON, wrong types, missing fields or nesting too deep (INPUT_INVALID, "
     "INPUT_MISSING).",
     429: "Refused and recorded, with its job_id: the tool's quota is used up (QUOTA_EXCEEDED).",
@@ -30,7 +31,8 @@ SUBMIT_DESCRIPTIONS = {
     "token is not an agent's token of one account (then job_id is null) (ACCESS_DENIED).",
     422: "Refused and recorded, with its job_id: the tool is unavailable (CAPABILITY_UNAVAILABLE)"
     " or the args miss or break its schema (INPUT_MISSING, INPUT_INVALID); or the body itself is"
-    " malformed, or its idempotency key was used with another body (job_id null).",
+    " malformed (or holds an integer beyond 64 bits), or its idempotency key was used with"
+    " another body (job_id null).",
 }
 
 _RETRY_AFTER = {

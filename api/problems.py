@@ -174,6 +174,17 @@ def too_large(limit: int) -> ApiProblem:
     return ApiProblem(413, error)
 
 
+def unsupported_media_type() -> ApiProblem:
+    error = ErrorInfo(
+        code=Code.INPUT_INVALID,
+        dependency="ledger",
+        operation="read the request body",
+        fix="send the body as JSON with 'Content-Type: application/json'",
+        message="The request body must be JSON (Content-Type: application/json).",
+    )
+    return ApiProblem(415, error)
+
+
 def unavailable(message: str = "The ledger's database is unavailable.") -> ApiProblem:
     error = ErrorInfo(
         code=Code.SOURCE_UNRELIABLE,

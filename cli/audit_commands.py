@@ -15,6 +15,7 @@ from cli.context import with_ledger
 from cli.digest_publishing import parse_every, publish_every, publish_once
 from cli.errors import EXIT_PROBLEM, fail, reports_errors
 from cli.output import emit_json, json_option
+from cli.params import POSITION
 from ledger.clock import utc
 from ledger.digest import Digest
 from ledger.public import public_event
@@ -57,7 +58,7 @@ CSV_COLUMNS = ["position", "stream_id", "stream_version", "type", "code", "actor
 @click.option("--code", help="Only events with this code (e.g. ACCESS_DENIED).")
 @click.option("--since", callback=when, help="Recorded at or after this moment (UTC).")
 @click.option("--until", callback=when, help="Recorded before this moment (UTC).")
-@click.option("--after", type=click.IntRange(min=0), default=0, help="Ledger position cursor.")
+@click.option("--after", type=POSITION, default=0, help="Ledger position cursor.")
 @click.option("--limit", type=click.IntRange(1, 100_000), default=100, show_default=True)
 @click.option(
     "--format",

@@ -22,6 +22,8 @@ from cli.output import emit_json, json_option
 from cli.processes import exit_on_sigterm, start_worker, stop
 from ledger.services import admin, brakes, tokens
 from ledger.services.ledger import Ledger
+from ledger.settings import load_settings
+from ledger.tools import load_tool_modules
 
 
 @dataclass(frozen=True)
@@ -158,6 +160,7 @@ def demo(home: Path | None, as_json: bool) -> None:
     for name in ("OUTCOMES_DATABASE_URL", "OUTCOMES_BROKER_URL", "OUTCOMES_QUEUE"):
         os.environ.pop(name, None)
     os.environ["OUTCOMES_TOOLS"] = "examples.seed_tools"
+    load_tool_modules(load_settings().tools)  # the narrow token names one of them
     ledger = ledger_of(click.get_current_context())
     admin.migrate(ledger)
     secrets = {

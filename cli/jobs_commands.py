@@ -7,6 +7,7 @@ import click
 from cli.context import with_ledger
 from cli.errors import fail, reports_errors
 from cli.output import emit_json, json_option
+from cli.params import POSITION
 from ledger.job_view import JobView, envelope
 from ledger.services import jobs as job_service
 from ledger.services.ledger import Ledger
@@ -38,7 +39,7 @@ def show(ledger: Ledger, job_id: str, as_json: bool) -> None:
 
 @jobs.command("list")
 @click.option("--account", help="Only this account's jobs.")
-@click.option("--after", type=click.IntRange(min=0), default=0, help="Ledger position cursor.")
+@click.option("--after", type=POSITION, default=0, help="Ledger position cursor.")
 @click.option("--limit", type=click.IntRange(1, 10000), default=50, show_default=True)
 @json_option
 @reports_errors

@@ -7,6 +7,7 @@ import click
 from cli.context import ledger_of
 from cli.errors import reports_errors
 from cli.output import emit_json, json_option
+from cli.params import MAX_DISPATCHES_OPTION, FiniteFloatRange
 from ledger.services.reconcile import (
     INTERVAL_S,
     MAX_DISPATCHES,
@@ -16,19 +17,21 @@ from ledger.services.reconcile import (
 )
 from ledger.settings import load_settings
 
+MAX_INTERVAL_S = 3600.0  # an hour: rarer passes would leave silence unrecorded for too long
+
 
 @click.command()
 @click.option("--once", is_flag=True, help="Run one pass and exit (for cron or a test).")
 @click.option(
     "--interval",
-    type=click.FloatRange(min=0.1),
+    type=FiniteFloatRange(0.1, MAX_INTERVAL_S),
     default=INTERVAL_S,
     show_default=True,
     help="Seconds between passes when looping.",
 )
 @click.option(
     "--max-dispatches",
-    type=click.IntRange(min=1),
+    type=MAX_DISPATCHES_OPTION,
     default=MAX_DISPATCHES,
     show_default=True,
     help="Dispatches (the first included) before a never-started job is closed as failed.",

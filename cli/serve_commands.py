@@ -6,6 +6,7 @@ import click
 
 from cli.context import ledger_of
 from cli.errors import reports_errors
+from cli.params import MAX_DISPATCHES_OPTION
 from cli.processes import exit_on_sigterm, start_worker, stop
 from ledger.services import admin
 from ledger.services.reconcile import MAX_DISPATCHES, ReconcileRunner, policy_from
@@ -22,7 +23,7 @@ from ledger.settings import load_settings
 )
 @click.option(
     "--max-dispatches",
-    type=click.IntRange(min=1),
+    type=MAX_DISPATCHES_OPTION,
     default=MAX_DISPATCHES,
     show_default=True,
     help="The embedded reconciler's dispatches before a never-started job is failed.",

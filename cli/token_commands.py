@@ -12,7 +12,9 @@ from cli.output import emit_json, json_option
 from ledger.access import ROLES
 from ledger.services import tokens as token_service
 from ledger.services.ledger import Ledger
+from ledger.settings import load_settings
 from ledger.token_view import TokenView
+from ledger.tools import load_tool_modules
 
 
 @click.group()
@@ -21,16 +23,37 @@ def tokens() -> None:
 
 
 @tokens.command("create")
-@click.option("--account", required=True, help="Account the token acts for ('*' = all).")
+@click.option(
+    "--account", required=True, help="Account the token acts for ('*' = all; not for agents)."
+)
 @click.option("--role", required=True, type=click.Choice(ROLES), help="What the token may do.")
 @click.option("--tools", help="Comma-separated tools the token may call (default: all).")
+@click.option(
+    "--allow-unknown-tools",
+    is_flag=True,
+    help="Accept --tools names not loaded from OUTCOMES_TOOLS here.",
+)
 @json_option
 @reports_errors
 @with_ledger
-def create(ledger: Ledger, account: str, role: str, tools: str | None, as_json: bool) -> None:
+def create(
+    ledger: Ledger,
+    account: str,
+    role: str,
+    tools: str | None,
+    allow_unknown_tools: bool,
+    as_json: bool,
+) -> None:
     """Create a token and print it once: only its hash is stored."""
-    names = [t.strip() for t in tools.split(",") if t.strip()] if tools else None
-    issued = token_service.create(ledger, account, role, names, actor=f"cli:{getpass.getuser()}")
+    load_tool_modules(load_settings().tools)  # the registry the tool names are checked against
+    issued = token_service.create(
+        ledger,
+        account,
+        role,
+        tools.split(",") if tools is not None else None,
+        actor=f"cli:{getpass.getuser()}",
+        allow_unknown_tools=allow_unknown_tools,
+    )
     if as_json:
         emit_json({"id": issued.view.token_id, "token": issued.token})
     else:

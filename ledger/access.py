@@ -32,6 +32,18 @@ def validate_role(role: str) -> str:
     return role
 
 
+def admissible(account: str, role: str) -> bool:
+    """`*` reads every account: an operator's or auditor's scope, never an agent's."""
+    return account != ALL_ACCOUNTS or role in DETAIL_ROLES
+
+
+def validate_scope(account: str, role: str) -> None:
+    if not admissible(account, role):
+        raise TokenError(
+            f"{role} tokens belong to one account; '*' is for {' and '.join(DETAIL_ROLES)}s"
+        )
+
+
 def new_token() -> str:
     """A fresh secret; only its hash is ever stored."""
     return TOKEN_PREFIX + secrets.token_urlsafe(32)

@@ -69,20 +69,29 @@ def tool_refusal(spec: ToolSpec | None, caller: Caller, request: JobRequest) -> 
             fix="enable the tool in OUTCOMES_TOOLS or choose another tool",
             message=f"The tool {request.tool!r} is {state} in this deployment.",
         )
-    if caller.tools is not None and request.tool not in caller.tools:
-        return ErrorInfo(
-            code=Code.ACCESS_DENIED,
-            dependency=request.tool,
-            operation="run the tool",
-            required_capability=f"tool:{request.tool}",
-            fix="use a token that is allowed this tool, or ask an operator to grant it",
-            message=f"This token may not call {request.tool!r}.",
-        )
+    denied = permission_refusal(caller, request)
+    if denied is not None:
+        return denied
     try:
         spec.args_model.model_validate(request.args)
     except ValidationError as exc:
         return args_refusal(request.tool, exc)
     return None
+
+
+def permission_refusal(caller: Caller, request: JobRequest) -> ErrorInfo | None:
+    """The token's own limit: checked before an idempotent replay too, because the key is
+    the account's and another token of it may have used it for a tool this one may not call."""
+    if caller.tools is None or request.tool in caller.tools:
+        return None
+    return ErrorInfo(
+        code=Code.ACCESS_DENIED,
+        dependency=request.tool,
+        operation="run the tool",
+        required_capability=f"tool:{request.tool}",
+        fix="use a token that is allowed this tool, or ask an operator to grant it",
+        message=f"This token may not call {request.tool!r}.",
+    )
 
 
 def args_refusal(tool: str, exc: ValidationError) -> ErrorInfo:

@@ -14,6 +14,8 @@ from datetime import datetime
 from ledger.brake_view import BrakeView
 from ledger.clock import format_time
 
+MAX_POSITION = 2**63 - 1  # positions are BIGINT: a larger cursor is not a position
+
 
 @dataclass(frozen=True)
 class EventFilter:

@@ -1,27 +1,72 @@
-"""Configuration from the environment (contract §6), read in one place."""
+"""Configuration from the environment (contract §6), read in one place.
+
+Every value is checked here, once: a malformed one is a one-line `ConfigurationError`, never a
+traceback later nor a value quietly taken (`float("nan")` compares false with every bound, so
+ranges are checked for finiteness first)."""
 
 from __future__ import annotations
 
+import math
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from ledger.errors import ConfigurationError
 
 DEFAULT_HOME = Path(".outcomes")
+MAX_SECONDS = 86400.0  # a day: longer leases or dispatch deadlines are typos, not policies
+MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+QUEUE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$")
 
 
-def _float(name: str, default: float) -> float:
+def _raw(name: str) -> str | None:
     raw = os.environ.get(name)
-    if raw is None or raw == "":
+    return None if raw is None or raw.strip() == "" else raw.strip()
+
+
+def _seconds(name: str, default: float, high: float = MAX_SECONDS) -> float:
+    """A duration in seconds: a finite number, more than 0 and at most `high`."""
+    raw = _raw(name)
+    if raw is None:
         return default
     try:
         value = float(raw)
     except ValueError:
         raise ConfigurationError(f"{name} must be a number of seconds, got {raw!r}") from None
-    if value <= 0:
-        raise ConfigurationError(f"{name} must be positive, got {raw!r}")
+    if not math.isfinite(value) or not 0 < value <= high:
+        raise ConfigurationError(f"{name} must be more than 0 and at most {high:g}, got {raw!r}")
     return value
+
+
+def _count(name: str, default: int, low: int, high: int) -> int:
+    raw = _raw(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigurationError(f"{name} must be a whole number, got {raw!r}") from None
+    if not low <= value <= high:
+        raise ConfigurationError(f"{name} must be from {low} to {high}, got {raw!r}")
+    return value
+
+
+def _tools() -> tuple[str, ...]:
+    names = tuple(t.strip() for t in os.environ.get("OUTCOMES_TOOLS", "").split(",") if t.strip())
+    for name in names:
+        if not MODULE.match(name):
+            raise ConfigurationError(f"OUTCOMES_TOOLS: {name!r} is not a module name")
+    return names
+
+
+def _queue() -> str:
+    queue = _raw("OUTCOMES_QUEUE") or "outcomes"
+    if not QUEUE.match(queue):
+        raise ConfigurationError(
+            f"OUTCOMES_QUEUE must match {QUEUE.pattern} (letters, digits, . _ : -), got {queue!r}"
+        )
+    return queue
 
 
 @dataclass(frozen=True)
@@ -32,6 +77,8 @@ class Settings:
     queue: str
     lease_s: float
     dispatch_timeout_s: float
+    redis_visibility_s: int = 3600  # Redis redelivers unacknowledged work after this
+    prefetch: int = 4  # messages a worker process reserves per execution slot
 
     @property
     def embedded(self) -> bool:
@@ -43,12 +90,13 @@ def default_database_url(home: Path = DEFAULT_HOME) -> str:
 
 
 def load_settings() -> Settings:
-    tools = tuple(t.strip() for t in os.environ.get("OUTCOMES_TOOLS", "").split(",") if t.strip())
     return Settings(
-        database_url=os.environ.get("OUTCOMES_DATABASE_URL") or default_database_url(),
-        broker_url=os.environ.get("OUTCOMES_BROKER_URL") or None,
-        tools=tools,
-        queue=os.environ.get("OUTCOMES_QUEUE") or "outcomes",
-        lease_s=_float("OUTCOMES_LEASE_S", 30.0),
-        dispatch_timeout_s=_float("OUTCOMES_DISPATCH_TIMEOUT_S", 30.0),
+        database_url=_raw("OUTCOMES_DATABASE_URL") or default_database_url(),
+        broker_url=_raw("OUTCOMES_BROKER_URL"),
+        tools=_tools(),
+        queue=_queue(),
+        lease_s=_seconds("OUTCOMES_LEASE_S", 30.0),
+        dispatch_timeout_s=_seconds("OUTCOMES_DISPATCH_TIMEOUT_S", 30.0),
+        redis_visibility_s=_count("OUTCOMES_REDIS_VISIBILITY_S", 3600, 1, 7 * 86400),
+        prefetch=_count("OUTCOMES_PREFETCH", 4, 1, 1000),
     )

@@ -73,3 +73,13 @@ def test_a_consumer_never_takes_a_partial_file(tmp_path: Path) -> None:
             simple.get(timeout=0.2)
         simple.close()
     assert stray.exists()  # left alone
+
+
+def test_the_embedded_home_it_creates_is_private(tmp_path: Path) -> None:
+    previous = os.umask(0o022)  # the common umask: a plain mkdir would be world-readable
+    try:
+        embedded_broker(tmp_path / "home")
+    finally:
+        os.umask(previous)
+    # The ledger's file lives in the same folder, whichever process creates it first.
+    assert (tmp_path / "home").stat().st_mode & 0o777 == 0o700

@@ -3,7 +3,6 @@ result store), late acks, and a prefetch that suits short tasks."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ def embedded_broker(home: Path = DEFAULT_HOME) -> tuple[str, dict[str, Any]]:
     queue_dir = (home / "broker" / "queue").resolve()
     processed = (home / "broker" / "processed").resolve()
     control = (home / "broker" / "control").resolve()  # kombu's default is ./control
+    home.mkdir(mode=0o700, parents=True, exist_ok=True)  # the ledger's folder too: private
     for folder in (queue_dir, processed, control):
         folder.mkdir(parents=True, exist_ok=True)
     options = {
@@ -42,7 +42,7 @@ def broker_settings(settings: Settings) -> tuple[str, dict[str, Any]]:
     options: dict[str, Any] = {}
     if settings.broker_url.startswith(("redis://", "rediss://")):
         # Redis redelivers unacked work after this; the ledger's claim makes that harmless.
-        options["visibility_timeout"] = int(os.environ.get("OUTCOMES_REDIS_VISIBILITY_S", 3600))
+        options["visibility_timeout"] = settings.redis_visibility_s
     return settings.broker_url, options
 
 
@@ -77,7 +77,7 @@ def make_celery(settings: Settings | None = None) -> Celery:
             "interval_step": 0.2,
             "interval_max": 0.5,
         },
-        worker_prefetch_multiplier=int(os.environ.get("OUTCOMES_PREFETCH", 4)),
+        worker_prefetch_multiplier=settings.prefetch,
         worker_hijack_root_logger=False,
         worker_send_task_events=False,
         task_send_sent_event=False,

@@ -7,6 +7,8 @@ equals position order.
 
 from __future__ import annotations
 
+import os
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -50,10 +52,19 @@ def make_engine(url: str, *, pool_size: int = 5) -> Engine:
     raise ConfigurationError(f"unsupported database {backend!r}: use postgresql or sqlite")
 
 
+def create_private(database: Path) -> None:
+    """The ledger holds every account's jobs and the tokens' hashes: a folder it creates is
+    0700 and a file it creates 0600 (SQLite gives its -wal and -shm files the file's mode).
+    What already exists keeps the mode its owner gave it."""
+    database.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    with suppress(FileExistsError):  # exclusive: an existing file (maybe read-only) untouched
+        os.close(os.open(database, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+
+
 def _sqlite_engine(url: str, common: dict[str, Any]) -> Engine:
     database = make_url(url).database
     if database and database != ":memory:" and not database.startswith("file:"):
-        Path(database).parent.mkdir(parents=True, exist_ok=True)
+        create_private(Path(database))
     engine = create_engine(url, connect_args={"timeout": 60}, **common)
 
     @event.listens_for(engine, "connect")

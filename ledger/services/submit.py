@@ -6,13 +6,20 @@ from __future__ import annotations
 
 import logging
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
 from ledger.brakes import brake_error, holding, scopes_for
 from ledger.clock import now
-from ledger.decisions import Caller, JobRequest, quota_refusal, retry_after, tool_refusal
+from ledger.decisions import (
+    Caller,
+    JobRequest,
+    permission_refusal,
+    quota_refusal,
+    retry_after,
+    tool_refusal,
+)
 from ledger.dispatch import Dispatcher
 from ledger.error_info import ErrorInfo
 from ledger.errors import (
@@ -74,7 +81,12 @@ def _decide_grouped(ledger: Ledger, caller: Caller, request: JobRequest) -> Subm
         event = NewEvent(payload=refused, actor=caller.token_id)
         done = ledger.appends.submit(JobAppend(job_id, [event], None, notify=False))
     if done.status is AppendStatus.IDEMPOTENCY:
-        return None
+        if refusal is None or permission_refusal(caller, request) is None:
+            return None  # a replay or a conflict: the locked way tells which
+        # The key is held by a job this token may not have asked for: no replay for it.
+        refused = _payload(spec, caller, _keyless(request), refusal, key)
+        event = NewEvent(payload=refused, actor=caller.token_id)
+        done = ledger.appends.submit(JobAppend(job_id, [event], None, notify=False))
     if done.status is not AppendStatus.OK:
         raise ContentionError(f"job {job_id} could not be recorded ({done.status}); retry")
     return Submitted(done.job, replayed=False)
@@ -110,9 +122,17 @@ def _payload(
     return JobAccepted(**fields, timeout_s=spec.timeout_s, max_attempts=spec.max_attempts)
 
 
+def _keyless(request: JobRequest) -> JobRequest:
+    """A refusal that must not take (or replay) the account's idempotency key."""
+    return replace(request, idempotency_key=None)
+
+
 def _decide(ledger: Ledger, caller: Caller, request: JobRequest) -> Submitted:
     spec = get_tool(request.tool)
     secret = ledger.request_key
+    # Permission before the replay lookup: the key is the account's, not the token's.
+    if permission_refusal(caller, request) is not None:
+        request = _keyless(request)
     with ledger.store.transaction() as tx:
         key = request.idempotency_key
         if key is not None:

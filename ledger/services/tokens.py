@@ -7,17 +7,20 @@ import uuid
 from dataclasses import dataclass
 
 from ledger.access import (
+    admissible,
     hash_token,
     new_token,
     token_stream,
     validate_account,
     validate_role,
+    validate_scope,
 )
 from ledger.errors import NotAuthenticatedError, TokenError
 from ledger.events import NewEvent, TokenCreated, TokenRevoked
 from ledger.persistence.base import NO_STREAM
 from ledger.services.ledger import Ledger
 from ledger.token_view import TokenView
+from ledger.tools import TOOL_NAME, get_tool
 
 
 @dataclass(frozen=True)
@@ -27,23 +30,54 @@ class IssuedToken:
 
 
 def create(
-    ledger: Ledger, account: str, role: str, tools: list[str] | None, actor: str
+    ledger: Ledger,
+    account: str,
+    role: str,
+    tools: list[str] | None,
+    actor: str,
+    *,
+    allow_unknown_tools: bool = False,
 ) -> IssuedToken:
+    """`tools` None: every tool. Otherwise the token may call only the tools named, each of
+    them registered in this process (OUTCOMES_TOOLS) unless `allow_unknown_tools`."""
     validate_account(account)
     validate_role(role)
+    validate_scope(account, role)
+    allowed = allowed_tools(tools, allow_unknown=allow_unknown_tools)
     token_id = str(uuid.uuid4())
     secret = new_token()
     payload = TokenCreated(
         token_id=token_id,
         account=account,
         role=role,
-        tools=sorted(set(tools)) if tools else None,
+        tools=allowed,
         token_hash=hash_token(secret),
     )
     event = NewEvent(payload=payload, actor=actor)
     with ledger.store.transaction() as tx:
         view = tx.append(token_stream(token_id), [event], NO_STREAM).token
     return IssuedToken(view, secret)
+
+
+def allowed_tools(tools: list[str] | None, *, allow_unknown: bool) -> list[str] | None:
+    """The token's tool list, refused when it would not restrict what was meant to: an empty
+    list would be stored as "every tool", and a misspelt name grants nothing the operator
+    intended."""
+    if tools is None:
+        return None
+    names = sorted({name.strip() for name in tools if name.strip()})
+    if not names:
+        raise TokenError("the tool list names no tool (leave it out for a token of every tool)")
+    malformed = [name for name in names if not TOOL_NAME.match(name)]
+    if malformed:
+        raise TokenError(f"not tool names: {', '.join(malformed)} (like 'area.verb_noun')")
+    unknown = [name for name in names if get_tool(name) is None]
+    if unknown and not allow_unknown:
+        raise TokenError(
+            f"unknown tools: {', '.join(unknown)} (not loaded from OUTCOMES_TOOLS); "
+            "use --allow-unknown-tools to grant them anyway"
+        )
+    return names
 
 
 def revoke(ledger: Ledger, token_id: str, actor: str) -> TokenView:
@@ -69,8 +103,9 @@ def authenticate(ledger: Ledger, token: str) -> TokenView:
 
 
 def admit(view: TokenView | None) -> TokenView:
-    """The one rule for a presented token: it exists and is not revoked (a caller is never
-    told which of the two failed)."""
-    if view is None or view.revoked:
+    """The one rule for a presented token: it exists, is not revoked, and has a scope its role
+    may hold (an agent token for '*' recorded before that was refused reads nothing). A caller
+    is never told which of these failed."""
+    if view is None or view.revoked or not admissible(view.account, view.role):
         raise NotAuthenticatedError()
     return view

@@ -58,11 +58,26 @@ def test_revoked_token_is_401_everywhere(
     )
 
 
+def test_an_agent_token_for_every_account_is_401_everywhere(
+    client: TestClient, tokens: Tokens
+) -> None:
+    job_id = client.post(
+        "/v1/jobs", json={"tool": ECHO, "args": {"text": "x"}}, headers=bearer(tokens.acme)
+    ).json()["job_id"]
+    agent = bearer(tokens.everyone_agent)  # recorded by an older release; it would read all
+    assert_401(client.get("/v1/jobs", headers=agent))
+    assert_401(client.get(f"/v1/jobs/{job_id}", headers=agent))
+    assert_401(client.get(f"/v1/jobs/{job_id}/events", headers=agent))
+    assert_401(client.post("/v1/jobs", json={"tool": ECHO, "args": {"text": "x"}}, headers=agent))
+    for path in AUDITOR_ONLY:
+        assert_401(client.get(path, headers=agent))
+
+
 @pytest.mark.parametrize("path", AUDITOR_ONLY)
 def test_agent_tokens_on_auditor_endpoints_are_403(
     client: TestClient, tokens: Tokens, path: str
 ) -> None:
-    for token in (tokens.acme, tokens.everyone_agent):
+    for token in (tokens.acme,):
         response = client.get(path, headers=bearer(token))
         assert response.status_code == 403
         assert response.headers["content-type"] == "application/problem+json"

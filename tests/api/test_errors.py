@@ -10,7 +10,12 @@ import orjson
 import pytest
 from fastapi.testclient import TestClient
 
-from api.limits import MAX_BODY_BYTES, MAX_JSON_DEPTH, nests_deeper_than
+from api.limits import (
+    MAX_BODY_BYTES,
+    MAX_JSON_DEPTH,
+    has_integer_beyond_64_bits,
+    nests_deeper_than,
+)
 from tests.factories import ERROR_KEYS
 from tests.plugins.api import Tokens, bearer
 from tests.tools import ECHO
@@ -30,6 +35,32 @@ def assert_problem(response: Any, status: int, code: str) -> dict[str, Any]:
 def test_unknown_route_is_404_reference_unresolved(client: TestClient, tokens: Tokens) -> None:
     for path in ("/nowhere", "/v1/jobs/a/b/c", "/v2/jobs"):
         assert_problem(client.get(path, headers=bearer(tokens.acme)), 404, "REFERENCE_UNRESOLVED")
+
+
+@pytest.mark.parametrize(
+    "path", ["/v1/jobs/", f"/v1/jobs/{'0' * 8}-0000-0000-0000-{'0' * 12}/events/", "/v1/brakes/"]
+)
+def test_a_trailing_slash_is_404_never_a_redirect(
+    client: TestClient, tokens: Tokens, path: str
+) -> None:
+    for headers in ({}, bearer(tokens.operator)):
+        response = client.get(
+            path, headers=headers | {"Host": "evil.example"}, follow_redirects=False
+        )
+        assert_problem(response, 404, "REFERENCE_UNRESOLVED")
+        assert "location" not in response.headers
+
+
+def test_authentication_comes_before_validation(client: TestClient) -> None:
+    job = f"/v1/jobs/{'0' * 8}-0000-0000-0000-{'0' * 12}"
+    for headers in ({}, bearer("ol_not-a-real-token")):
+        for path in (f"{job}?wait=soon", f"{job}?wait=nan", "/v1/jobs?limit=0"):
+            assert_problem(client.get(path, headers=headers), 401, "ACCESS_DENIED")
+        for content, media in ((b"{", "application/json"), (b"{}", "text/plain")):
+            response = client.post(
+                "/v1/jobs", content=content, headers=headers | {"Content-Type": media}
+            )
+            assert_problem(response, 401, "ACCESS_DENIED")
 
 
 def test_wrong_method_is_405_with_every_allowed_method(client: TestClient) -> None:
@@ -68,6 +99,43 @@ def test_malformed_bodies_are_422_problems(
     assert problem["job_id"] is None
 
 
+@pytest.mark.parametrize("media", [None, "text/plain", "application/x-www-form-urlencoded"])
+def test_a_body_that_is_not_json_is_415(
+    client: TestClient, tokens: Tokens, media: str | None
+) -> None:
+    body = orjson.dumps({"tool": ECHO, "args": {"text": "x"}})
+    headers = bearer(tokens.acme) | ({"Content-Type": media} if media else {})
+    response = client.post("/v1/jobs", content=body, headers=headers)
+    assert_problem(response, 415, "INPUT_INVALID")
+    assert client.get("/v1/jobs", headers=bearer(tokens.acme)).json()["items"] == []
+    for json_media in ("application/json; charset=utf-8", "application/merge-patch+json"):
+        response = client.post(
+            "/v1/jobs", content=body, headers=bearer(tokens.acme) | {"Content-Type": json_media}
+        )
+        assert response.status_code == 202, response.text
+
+
+def test_an_integer_beyond_64_bits_is_422_never_a_float(client: TestClient, tokens: Tokens) -> None:
+    headers = bearer(tokens.acme) | {"Content-Type": "application/json"}
+    key = "big-1"
+    # 2**64 and 2**64+1 would parse as one float; 5000 digits exceed int()'s own limit.
+    for times in (str(2**64), str(2**64 + 1), str(-(2**63) - 1), "9" * 5000):
+        body = f'{{"tool": "{ECHO}", "args": {{"text": "x", "times": {times}}}, '
+        body += f'"idempotency_key": "{key}"}}'
+        response = client.post("/v1/jobs", content=body.encode(), headers=headers)
+        assert "64 bits" in assert_problem(response, 422, "INPUT_INVALID")["detail"]
+    largest = {"tool": ECHO, "args": {"text": "x", "times": 2**63 - 1}, "idempotency_key": key}
+    assert client.post("/v1/jobs", json=largest, headers=headers).status_code == 202
+
+
+def test_the_integer_scanner_reads_numbers_not_strings_or_fractions() -> None:
+    assert has_integer_beyond_64_bits(b'["\\\\", 9223372036854775808]')
+    assert not has_integer_beyond_64_bits(b"[9223372036854775807, -9223372036854775808]")
+    assert not has_integer_beyond_64_bits(b'{"99999999999999999999": "99999999999999999999"}')
+    assert not has_integer_beyond_64_bits(b"[1.99999999999999999999, 1e-99999999999999999999]")
+    assert not has_integer_beyond_64_bits(b"[99999999999999999999e1, 99999999999999999999.5]")
+
+
 def test_query_validation_errors_are_422_problems(client: TestClient, tokens: Tokens) -> None:
     for query in ("limit=0", "limit=abc", "after=-1", "after=99999999999999999999"):
         assert_problem(
@@ -88,7 +156,8 @@ def test_too_deep_json_is_refused_before_it_is_parsed(
 
     monkeypatch.setattr(orjson, "loads", parser_must_not_run)  # the one `read_json` calls
     deep = '{"tool": "apitest.echo", "args": {"x": ' + "[" * 40 + "]" * 40 + "}}"
-    response = client.post("/v1/jobs", content=deep.encode(), headers=bearer(tokens.acme))
+    headers = bearer(tokens.acme) | {"Content-Type": "application/json"}
+    response = client.post("/v1/jobs", content=deep.encode(), headers=headers)
     assert_problem(response, 422, "INPUT_INVALID")
     assert "deeper" in response.json()["detail"]
 
@@ -113,6 +182,7 @@ def test_streamed_body_over_the_limit_is_cut_off_413(client: TestClient, tokens:
         for _ in range(64):
             yield b" " * 16384
 
-    response = client.post("/v1/jobs", content=chunks(), headers=bearer(tokens.acme))
+    headers = bearer(tokens.acme) | {"Content-Type": "application/json"}
+    response = client.post("/v1/jobs", content=chunks(), headers=headers)
     assert_problem(response, 413, "INPUT_INVALID")
     assert "content-length" not in {k.lower() for k in response.request.headers}

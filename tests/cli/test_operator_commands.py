@@ -147,7 +147,8 @@ def test_tokens_create_list_revoke(outcomes: Invoke) -> None:
             "--role",
             "agent",
             "--tools",
-            "a.b,c.d",
+            "clitest.note,c.d",
+            "--allow-unknown-tools",
             "--json",
         ).stdout
     )
@@ -159,7 +160,7 @@ def test_tokens_create_list_revoke(outcomes: Invoke) -> None:
                 "id": created["id"],
                 "account": "acme",
                 "role": "agent",
-                "tools": ["a.b", "c.d"],
+                "tools": ["c.d", "clitest.note"],
                 "revoked": False,
             }
         ]

@@ -15,6 +15,9 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from api.app import create_app
+from ledger.access import hash_token, new_token, token_stream
+from ledger.events import NewEvent, TokenCreated
+from ledger.persistence.base import NO_STREAM
 from ledger.persistence.store import SqlStore
 from ledger.services.ledger import Ledger
 from ledger.services.tokens import create as create_token
@@ -40,7 +43,7 @@ class Tokens:
     auditor: str  # auditor of every account
     operator: str  # operator of every account
     acme_auditor: str  # auditor of acme only
-    everyone_agent: str  # an agent token scoped to '*'
+    everyone_agent: str  # an agent token scoped to '*', recorded before that was refused
 
 
 @pytest.fixture
@@ -74,8 +77,18 @@ def tokens(store: SqlStore) -> Tokens:
         auditor=token("*", "auditor")[0],
         operator=token("*", "operator")[0],
         acme_auditor=token("acme", "auditor")[0],
-        everyone_agent=token("*", "agent")[0],
+        everyone_agent=legacy_token(store, "*", "agent"),
     )
+
+
+def legacy_token(store: SqlStore, account: str, role: str) -> str:
+    """A token recorded directly, as an older release could (the service refuses it now)."""
+    secret, token_id = new_token(), f"legacy-{account}-{role}"
+    created = TokenCreated(
+        token_id=token_id, account=account, role=role, token_hash=hash_token(secret)
+    )
+    store.append(token_stream(token_id), [NewEvent(payload=created, actor="tests")], NO_STREAM)
+    return secret
 
 
 def bearer(token: str) -> dict[str, str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from ledger.access import hash_token, token_stream
 from ledger.codes import Code
 from ledger.decisions import Caller, JobRequest
 from ledger.errors import (
@@ -14,7 +15,9 @@ from ledger.errors import (
     RequestError,
     TokenError,
 )
+from ledger.events import NewEvent, TokenCreated
 from ledger.outcomes import Succeeded
+from ledger.persistence.base import NO_STREAM
 from ledger.queries import EventFilter
 from ledger.services import audit, brakes, jobs, tokens
 from ledger.services.execute import Executor
@@ -60,7 +63,9 @@ def test_a_bad_scope_is_refused(memory_ledger: Ledger, scope: str, reason: str) 
 
 
 def test_tokens_are_stored_hashed_and_checked_one_way(memory_ledger: Ledger) -> None:
-    issued = tokens.create(memory_ledger, "acme", "agent", ["b.x", "a.y", "a.y"], "cli:olga")
+    issued = tokens.create(
+        memory_ledger, "acme", "agent", ["b.x", "a.y", "a.y"], "cli:olga", allow_unknown_tools=True
+    )
     assert issued.view.tools == ["a.y", "b.x"] and issued.token.startswith("ol_")
     assert issued.token not in str(memory_ledger.store.read_after(0))  # only the hash is kept
     assert tokens.authenticate(memory_ledger, issued.token) == issued.view
@@ -75,6 +80,45 @@ def test_tokens_are_stored_hashed_and_checked_one_way(memory_ledger: Ledger) -> 
         tokens.create(memory_ledger, "acme", "root", None, "cli:olga")
     with pytest.raises(TokenError):
         tokens.revoke(memory_ledger, "no-such-token", "cli:olga")
+
+
+@pytest.mark.parametrize("listed", [[], [""], [" ", "  "]])
+def test_a_tool_list_naming_no_tool_is_refused_not_unrestricted(
+    memory_ledger: Ledger, listed: list[str]
+) -> None:
+    with pytest.raises(TokenError, match="names no tool"):
+        tokens.create(memory_ledger, "acme", "agent", listed, "t", allow_unknown_tools=True)
+    assert tokens.list_all(memory_ledger) == []
+
+
+def test_a_token_names_only_registered_tools_unless_told_otherwise(memory_ledger: Ledger) -> None:
+    known = tokens.create(memory_ledger, "acme", "agent", [f" {ECHO} ", ""], "t")
+    assert known.view.tools == [ECHO]
+    with pytest.raises(TokenError, match=r"unknown tools: nobody\.has_it.*allow-unknown-tools"):
+        tokens.create(memory_ledger, "acme", "agent", [ECHO, "nobody.has_it"], "t")
+    granted = tokens.create(
+        memory_ledger, "acme", "agent", ["nobody.has_it"], "t", allow_unknown_tools=True
+    )
+    assert granted.view.tools == ["nobody.has_it"]
+    with pytest.raises(TokenError, match="not tool names"):  # could never be registered
+        tokens.create(memory_ledger, "acme", "agent", ["Not A Tool"], "t", allow_unknown_tools=True)
+    assert len(tokens.list_all(memory_ledger)) == 2
+
+
+def test_an_agent_token_never_holds_every_account(memory_ledger: Ledger) -> None:
+    with pytest.raises(TokenError, match="belong to one account"):
+        tokens.create(memory_ledger, "*", "agent", None, "t")
+    assert tokens.list_all(memory_ledger) == []
+    assert tokens.create(memory_ledger, "*", "auditor", None, "t").view.account == "*"
+    # One recorded before the rule existed is refused when presented.
+    created = TokenCreated(
+        token_id="old", account="*", role="agent", token_hash=hash_token("ol_old")
+    )
+    memory_ledger.store.append(
+        token_stream("old"), [NewEvent(payload=created, actor="t")], NO_STREAM
+    )
+    with pytest.raises(NotAuthenticatedError):
+        tokens.authenticate(memory_ledger, "ol_old")
 
 
 def test_a_job_is_seen_by_its_account_and_the_deployment_only(memory_ledger: Ledger) -> None:
