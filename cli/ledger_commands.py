@@ -1,4 +1,4 @@
-"""`outcomes migrate` and `outcomes rebuild`: the ledger's schema and read models."""
+"""`outcomes migrate` and `outcomes rebuild`: the ledger's schema, roles and read models."""
 
 from __future__ import annotations
 
@@ -18,9 +18,10 @@ from ledger.services.ledger import Ledger
     "--app-role",
     metavar="NAME",
     envvar="OUTCOMES_APP_ROLE",
+    show_envvar=True,
     help="PostgreSQL: also create this login role if missing and grant it what the API, "
     "workers and reconciler need (read and append events, write the read models), and no "
-    "more. Applied again on every run. [env: OUTCOMES_APP_ROLE]",
+    "more. Applied again on every run.",
 )
 @click.option(
     "--app-password-env",

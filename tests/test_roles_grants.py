@@ -201,3 +201,31 @@ def test_bad_role_names_and_missing_options_are_refused(tmp_path: Path) -> None:
     assert outcomes(url, "migrate", "--print-grants", ok=False).exit_code == 2
     empty = outcomes(url, "migrate", "--app-role", "a", "--app-password-env", "NOPE", ok=False)
     assert empty.exit_code == 2 and "NOPE" in empty.stderr
+
+
+@postgres
+def test_the_password_comes_from_the_named_variable_and_is_never_printed(
+    pg_database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    role = unique_name("outcomes_pw")
+    secret = "s3cr%t'; --"  # quotes and '%' are text, not SQL or placeholders
+    monkeypatch.setenv("APP_DB_PASSWORD", secret)
+    try:
+        done = outcomes(
+            pg_database, "migrate", "--app-role", role, "--app-password-env", "APP_DB_PASSWORD"
+        )
+        assert secret not in done.output
+        with psycopg.connect(PG_ADMIN_DSN) as conn:
+            row = conn.execute("SELECT rolpassword FROM pg_authid WHERE rolname = %s", (role,))
+            stored = row.fetchone()
+        assert stored is not None and stored[0] is not None and secret not in stored[0]
+        # A login role with its grants (the local server trusts names: the password is unused).
+        name = pg_database.rsplit("/", 1)[1]
+        with psycopg.connect(host="127.0.0.1", user=role, dbname=name) as conn:
+            assert conn.execute("SELECT count(*) FROM events").fetchone() == (0,)
+        printed = outcomes(pg_database, "migrate", "--print-grants", "--app-role", role)
+        assert secret not in printed.output
+    finally:
+        with psycopg.connect(PG_ADMIN_DSN, dbname=pg_database.rsplit("/", 1)[1]) as conn:
+            conn.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
+        admin_execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))
