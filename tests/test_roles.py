@@ -167,6 +167,11 @@ def test_the_owner_can_still_rewrite_history_and_only_a_digest_kept_elsewhere_se
         owner = admin.connected_role(Ledger(owner_store))
         assert owner is not None and (owner.superuser, owner.owns_events) == (False, True)
         digest = saved_digest(app_store)
+        with (  # while enabled, the triggers refuse the owner too
+            psycopg.connect(dsn(owner_url)) as conn,
+            pytest.raises(psycopg.errors.InsufficientPrivilege, match="append-only"),
+        ):
+            conn.execute(b"DELETE FROM events")
         # The reviewer's attack, as the owner: the triggers are the owner's to switch off.
         with psycopg.connect(dsn(owner_url), autocommit=True) as conn:
             conn.execute(b"ALTER TABLE events DISABLE TRIGGER events_no_update_delete")
