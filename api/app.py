@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -13,9 +15,13 @@ from api.openapi import build_openapi
 from api.state import ApiState
 from api.waiter import JobWaiter
 from ledger.dispatch import Dispatcher
+from ledger.services import admin
 from ledger.services.ledger import Ledger, open_ledger
 from ledger.settings import load_settings
 from ledger.tools import load_tool_modules
+
+log = logging.getLogger(__name__)
+ROLE_CHECK = "outcomes-role-check"  # the thread that warns about a too powerful database role
 
 DESCRIPTION = (
     "Agents submit tool jobs and read their outcomes; auditors and operators read the ledger. "
@@ -41,6 +47,10 @@ def create_app(
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         await state.waiter.ensure_started()
+        # On a thread of its own: startup never waits on a database that is slow to answer.
+        threading.Thread(
+            target=_warn_if_privileged, args=(opened,), name=ROLE_CHECK, daemon=True
+        ).start()
         try:
             yield
         finally:
@@ -64,3 +74,8 @@ def create_app(
     app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes)
     app.openapi = lambda: build_openapi(app)  # type: ignore[method-assign]
     return app
+
+
+def _warn_if_privileged(ledger: Ledger) -> None:
+    if warning := admin.privilege_warning(ledger):
+        log.warning("%s", warning)

@@ -8,6 +8,7 @@ from cli.context import ledger_of
 from cli.errors import reports_errors
 from cli.output import emit_json, json_option
 from cli.params import MAX_DISPATCHES_OPTION, FiniteFloatRange
+from ledger.services import admin
 from ledger.services.reconcile import (
     INTERVAL_S,
     MAX_DISPATCHES,
@@ -49,11 +50,11 @@ def reconcile(once: bool, interval: float, max_dispatches: int, as_json: bool) -
     from workers.dispatch import dispatcher_from_settings  # the broker, via the worker side
 
     settings = load_settings()
+    ledger = ledger_of(click.get_current_context(), settings.database_url, pool_size=2)
+    if warning := admin.privilege_warning(ledger):
+        click.echo(f"outcomes: WARNING: {warning}", err=True)
     runner = ReconcileRunner(
-        ledger_of(click.get_current_context(), settings.database_url, pool_size=2),
-        dispatcher_from_settings(),
-        policy_from(settings, max_dispatches),
-        interval,
+        ledger, dispatcher_from_settings(), policy_from(settings, max_dispatches), interval
     )
 
     def report(result: Pass) -> None:

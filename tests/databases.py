@@ -9,11 +9,16 @@ import os
 import psycopg
 import pytest
 from psycopg import sql
+from sqlalchemy.engine import make_url
 
 PG_ADMIN_DSN = os.environ.get(
     "OUTCOMES_TEST_PG_DSN", "host=127.0.0.1 port=5432 user=postgres dbname=postgres"
 )
 PG_HOST = "postgres@127.0.0.1:5432"
+# The application role the API and workers of the tests connect as (`outcomes migrate
+# --app-role`): cluster-wide, so created once and shared by every test process; the template
+# database grants it its privileges and every clone inherits them.
+APP_ROLE = "outcomes_app_test"
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 
 _counter = itertools.count()
@@ -40,6 +45,11 @@ def require_postgres() -> None:
 
 def pg_url(dbname: str) -> str:
     return f"postgresql+psycopg://{PG_HOST}/{dbname}"
+
+
+def as_role(url: str, role: str = APP_ROLE) -> str:
+    """The same Postgres database, connecting as `role` (local connections trust any name)."""
+    return make_url(url).set(username=role).render_as_string(hide_password=False)
 
 
 def admin_execute(statement: sql.Composable) -> None:

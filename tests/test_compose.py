@@ -12,6 +12,7 @@ from typing import Any
 import click
 import pytest
 import yaml
+from sqlalchemy.engine import make_url
 
 from cli.main import cli
 
@@ -43,6 +44,26 @@ def test_compose_has_the_production_shape() -> None:
         env = services[name]["environment"]
         assert env["OUTCOMES_DATABASE_URL"].startswith("postgresql+psycopg://")
         assert env["OUTCOMES_BROKER_URL"].startswith("amqp://")
+
+
+def test_only_the_migration_connects_as_the_owner() -> None:
+    services = compose()["services"]
+    owner = make_url(services["migrate"]["environment"]["OUTCOMES_DATABASE_URL"])
+    argv = services["migrate"]["command"]
+    app_role = argv[argv.index("--app-role") + 1]
+    password_env = argv[argv.index("--app-password-env") + 1]
+    for name in ("api", "worker", "reconciler"):
+        env = services[name]["environment"]
+        app = make_url(env["OUTCOMES_DATABASE_URL"])
+        assert (app.username, app.password) == (app_role, env_of(services["migrate"], password_env))
+        assert app.username != owner.username
+        assert (app.host, app.database) == (owner.host, owner.database)
+        assert owner.username not in {make_url(v).username for v in env.values() if "://" in v}
+
+
+def env_of(service: dict[str, Any], name: str) -> str:
+    value: str = service["environment"][name]
+    return value
 
 
 @pytest.mark.parametrize(("service", "argv"), outcomes_commands())

@@ -2,14 +2,31 @@
 
 from __future__ import annotations
 
+import logging
 import os
+from typing import Any
 
 from celery import Celery
+from celery.signals import worker_ready
 
+from ledger.services import admin
+from ledger.services.ledger import open_ledger
 from ledger.settings import load_settings
 from workers.app import make_celery
 
+log = logging.getLogger(__name__)
+
 app: Celery = make_celery()
+
+
+@worker_ready.connect
+def warn_if_privileged(**_: Any) -> None:
+    """Once per worker, in its main process: a ledger of its own, closed at once, so that no
+    connection is left for a prefork child to inherit."""
+    with open_ledger(load_settings().database_url, pool_size=1) as ledger:
+        warning = admin.privilege_warning(ledger)
+    if warning:
+        log.warning("%s", warning)
 
 
 def run_worker(concurrency: int | None, pool: str, loglevel: str) -> None:

@@ -30,6 +30,7 @@ from ledger.errors import (
 )
 from ledger.events import NewEvent, RecordedEvent, job_stream
 from ledger.job_view import JobView
+from ledger.privileges import ConnectedRole, no_roles
 from ledger.queries import EventFilter, Heads, JobFilter, JobSummary
 from ledger.reconcile_rules import OpenJob
 from ledger.token_view import TokenView
@@ -358,6 +359,21 @@ class Store(ABC):
     def job_listener(self, on_jobs: OnJobs, on_connect: OnConnect) -> Listener | None:
         """A listener for job changes, where the backend can push them (else None: poll)."""
         return None
+
+    # --- database roles (PostgreSQL only) -------------------------------------------------
+
+    def connected_role(self) -> ConnectedRole | None:
+        """The role this store's connections act as (None: the backend has no roles)."""
+        return None
+
+    def grant_app_role(self, role: str, password: str | None = None) -> None:
+        """Create the application role if missing and grant it what the API, workers and
+        reconciler need, and no more (run as the owner of the ledger's tables)."""
+        raise no_roles(self.dialect)
+
+    def grant_script(self, role: str) -> str:
+        """What `grant_app_role` runs, as a SQL script (without the password)."""
+        raise no_roles(self.dialect)
 
     @abstractmethod
     def describe(self) -> str:

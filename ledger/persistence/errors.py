@@ -14,6 +14,7 @@ from sqlalchemy import exc as sa_exc
 from ledger.errors import (
     AlreadyTerminalError,
     ConcurrencyError,
+    ConfigurationError,
     DuplicateEventError,
     IdempotencyKeyTakenError,
     ImmutableLedgerError,
@@ -23,7 +24,11 @@ from ledger.errors import (
     StorageError,
     StorageUnavailableError,
 )
-from ledger.persistence.schema import APPEND_ONLY_CONSTRAINT, unique_constraints
+from ledger.persistence.schema import (
+    APP_ROLE_CONSTRAINT,
+    APPEND_ONLY_CONSTRAINT,
+    unique_constraints,
+)
 
 # What each unique constraint means when a write breaks it.
 _CONFLICTS = {
@@ -77,6 +82,8 @@ def _postgres(
     constraint = getattr(getattr(orig, "diag", None), "constraint_name", None)
     if constraint == APPEND_ONLY_CONSTRAINT:  # raised by the events table's triggers
         return ImmutableLedgerError(text)
+    if constraint == APP_ROLE_CONSTRAINT:  # raised by the grants script (persistence.privileges)
+        return ConfigurationError(text)
     if sqlstate == _PG_UNIQUE_VIOLATION:
         return _conflict(constraint, text, stream_id, event_id)
     if sqlstate == _PG_UNDEFINED_TABLE:

@@ -173,3 +173,5 @@ def unique_constraints() -> dict[str, tuple[str, ...]]:
 
 # The triggers report this constraint name, so refusals are told apart without their wording.
 APPEND_ONLY_CONSTRAINT = "events_append_only"
+# The grants script reports this name when asked to grant to a role that could rewrite history.
+APP_ROLE_CONSTRAINT = "outcomes_app_role"

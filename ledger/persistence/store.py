@@ -23,7 +23,7 @@ from ledger.chain import link_rows, seal
 from ledger.clock import now
 from ledger.errors import ConcurrencyError, SchemaMissingError
 from ledger.events import NewEvent, RecordedEvent
-from ledger.persistence import job_batch
+from ledger.persistence import job_batch, privileges
 from ledger.persistence.base import (
     Appended,
     JobAppend,
@@ -41,6 +41,7 @@ from ledger.persistence.locks import lock
 from ledger.persistence.projections import Projection, default_projections, rebuild
 from ledger.persistence.schema import REQUEST_KEY, events, leases, ledger_meta
 from ledger.persistence.sql_reads import PAGE, SqlReads, row_to_event
+from ledger.privileges import ConnectedRole
 
 if TYPE_CHECKING:
     from ledger.persistence.sql_reads import RowT
@@ -284,6 +285,26 @@ class SqlStore(Store):
         before = migrate.current_revision(self.engine)
         migrate.upgrade(self.engine)
         return before, migrate.current_revision(self.engine)
+
+    def connected_role(self) -> ConnectedRole | None:
+        if self.dialect != "postgresql":
+            return None
+        with self.connection() as conn:
+            return privileges.connected_role(conn)
+
+    def grant_app_role(self, role: str, password: str | None = None) -> None:
+        if self.dialect != "postgresql":
+            return super().grant_app_role(role, password)
+        from ledger.persistence import migrate  # Alembic is loaded only by who migrates
+
+        migrate.grant(self.engine, role, password)
+
+    def grant_script(self, role: str) -> str:
+        if self.dialect != "postgresql":
+            return super().grant_script(role)
+        from ledger.persistence import migrate
+
+        return migrate.grant_script(self.engine, role)
 
     def job_listener(self, on_jobs: OnJobs, on_connect: OnConnect) -> Listener | None:
         if self.dialect != "postgresql":

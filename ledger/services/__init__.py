@@ -9,7 +9,7 @@
 - `tokens`    create, revoke, list and authenticate API tokens
 - `jobs`      read jobs and their events as a given caller may see them
 - `audit`     query, summarize, export, digest and verify the ledger
-- `admin`     the schema and the read models
+- `admin`     the schema, the read models and the database roles the processes use
 
 Each decides; the store (`ledger.persistence`) only keeps and finds.
 """

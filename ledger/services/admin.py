@@ -1,13 +1,49 @@
-"""The ledger's schema and read models."""
+"""The ledger's schema, its read models, and the database roles its processes use."""
 
 from __future__ import annotations
 
+from ledger.errors import StorageError
+from ledger.privileges import ConnectedRole, check_role_name, no_roles
 from ledger.services.ledger import Ledger
 
 
-def migrate(ledger: Ledger) -> tuple[str | None, str | None]:
-    """Create or upgrade the schema (idempotent); (revision before, revision after)."""
-    return ledger.store.upgrade_schema()
+def migrate(
+    ledger: Ledger, app_role: str | None = None, app_password: str | None = None
+) -> tuple[str | None, str | None]:
+    """Create or upgrade the schema (idempotent); (revision before, revision after).
+
+    With `app_role` (PostgreSQL only: checked before anything changes), also create that role
+    if missing and grant it what the API, workers and reconciler need, again on every run so
+    that tables added by the upgrade are covered."""
+    if app_role is not None:
+        check_role_name(app_role)
+        if ledger.dialect != "postgresql":
+            raise no_roles(ledger.dialect)
+    revisions = ledger.store.upgrade_schema()
+    if app_role is not None:
+        ledger.store.grant_app_role(app_role, app_password)
+    return revisions
+
+
+def grant_script(ledger: Ledger, app_role: str) -> str:
+    """The SQL that `migrate(…, app_role)` runs for the role (the password aside)."""
+    return ledger.store.grant_script(check_role_name(app_role))
+
+
+def connected_role(ledger: Ledger) -> ConnectedRole | None:
+    """Who the ledger's connections act as (None where the database has no roles)."""
+    return ledger.store.connected_role()
+
+
+def privilege_warning(ledger: Ledger) -> str | None:
+    """One line to log when this process could rewrite history (it is connected as the owner
+    of `events` or as a superuser), else None. Advisory: a database that cannot answer now
+    is /readyz's and the first write's business, so it is no warning here."""
+    try:
+        role = connected_role(ledger)
+    except StorageError:
+        return None
+    return role.warning() if role is not None else None
 
 
 def rebuild(ledger: Ledger) -> int:

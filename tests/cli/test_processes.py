@@ -166,7 +166,7 @@ def test_a_brake_pulled_from_the_cli_with_no_api_is_obeyed_by_running_workers(
         deployment.submit("seo.keyword_sweep", {"keywords": ["k"]}, dispatch=False)
         for _ in range(3)
     ]
-    env = embedded_env(OUTCOMES_DATABASE_URL=deployment.database_url)
+    env = embedded_env(OUTCOMES_DATABASE_URL=deployment.app_database_url)  # as the app role
     pulled = subprocess.run(
         outcomes_argv(
             "brake",

@@ -1,9 +1,11 @@
 """Real deployments for end-to-end tests: `outcomes worker` processes on a real broker and ledger.
 
 A test asks for `deployment` (parametrized as "<broker>/<database>", see `deployments()`) and
-gets a migrated ledger, a broker queue of its own, the Celery app and dispatcher that the submit
-path uses, and `start_workers()`, which launches worker processes as an operator would. The
-workers are stopped (by pid, then their process group) and the queue deleted at teardown.
+gets a migrated ledger (on Postgres the workers connect as the application role, as a
+production deployment does; the test itself as the owner), a broker queue of its own, the
+Celery app and dispatcher that the submit path uses, and `start_workers()`, which launches
+worker processes as an operator would. The workers are stopped (by pid, then their process
+group) and the queue deleted at teardown.
 
 The integration, reliability and CLI suites share the fixture and the helpers below (waiting for
 jobs, reading what the ledger recorded); import the helpers from here, never from a conftest.
@@ -39,7 +41,7 @@ from ledger.persistence.store import SqlStore
 from ledger.services.ledger import Ledger
 from ledger.services.submit import submit
 from ledger.settings import load_settings
-from tests.databases import IN_CI
+from tests.databases import IN_CI, as_role
 from tests.factories import open_sql
 from workers.app import make_celery
 from workers.dispatch import CeleryDispatcher
@@ -146,7 +148,8 @@ class WorkerProcess:
 @dataclass
 class Deployment:
     broker: str
-    database_url: str
+    database_url: str  # the owner's (the test inspects and submits with it)
+    app_database_url: str  # the workers': the application role's on Postgres
     queue: str
     home: Path  # cwd of every process: the embedded broker's folder lives under it
     env: dict[str, str]
@@ -246,12 +249,13 @@ def deployment(
     database_url = str(
         request.getfixturevalue(f"{'pg' if database == 'postgres' else database}_database")
     )
+    app_database_url = as_role(database_url) if database == "postgres" else database_url
     broker_url = require_broker(broker)
     queue = f"itest-{uuid.uuid4().hex[:12]}"
     home = tmp_path / "home"
     home.mkdir()
     side_effects = tmp_path / "side-effects.log"
-    env = _environment(database_url, broker_url, queue, side_effects)
+    env = _environment(app_database_url, broker_url, queue, side_effects)
     # The test process builds its Celery app from the same environment and cwd as the workers.
     monkeypatch.chdir(home)
     for name in [k for k in os.environ if k.startswith("OUTCOMES_")]:
@@ -265,6 +269,7 @@ def deployment(
     dep = Deployment(
         broker=broker,
         database_url=database_url,
+        app_database_url=app_database_url,
         queue=queue,
         home=home,
         env=env,

@@ -14,6 +14,8 @@ from ledger.persistence.memory import MemoryStore
 from ledger.persistence.store import SqlStore
 from ledger.services.ledger import Ledger
 from tests.databases import (
+    APP_ROLE,
+    as_role,
     create_database,
     drop_database,
     pg_url,
@@ -27,12 +29,14 @@ STORES = ["memory", *BACKENDS]
 
 @pytest.fixture(scope="session")
 def pg_template() -> Iterator[str]:
-    """A migrated Postgres database that per-test databases are cloned from."""
+    """A migrated Postgres database that per-test databases are cloned from, migrated by its
+    owner with the application role's grants (`outcomes migrate --app-role`): clones keep them."""
     require_postgres()
     name = unique_name("outcomes_tmpl")
     create_database(name)
     engine = make_engine(pg_url(name))
     migrate.upgrade(engine)
+    migrate.grant(engine, APP_ROLE)
     engine.dispose()
     yield name
     drop_database(name)
@@ -46,6 +50,12 @@ def pg_database(request: pytest.FixtureRequest) -> Iterator[str]:
     create_database(name, template=template)
     yield pg_url(name)
     drop_database(name)
+
+
+@pytest.fixture
+def pg_app_url(pg_database: str) -> str:
+    """The same fresh database, connecting as the application role (not its owner)."""
+    return as_role(pg_database)
 
 
 @pytest.fixture
