@@ -92,7 +92,8 @@ def scrub(text: str, secrets: Iterable[str] = (), *, limit: int = MAX_DETAIL) ->
     cut = len(head) < len(text)
     # Only a secret whose beginning is somewhere in the text can be in it: thousands of
     # argument values cost a set lookup each, not a scan each.
-    grams = {head[i : i + MIN_SECRET] for i in range(len(head) - MIN_SECRET + 1)}
+    secrets = tuple(secrets)
+    grams = {head[i : i + MIN_SECRET] for i in range(len(head) - MIN_SECRET + 1)} if secrets else ()
     wanted = [s for s in secrets if len(s) >= MIN_SECRET and s[:MIN_SECRET] in grams]
     for secret in wanted:
         head = head.replace(secret, REDACTED)
