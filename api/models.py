@@ -52,7 +52,7 @@ class SubmitAccepted(Documented):
     poll_url: str
 
 
-class Optional(BaseModel):
+class ByRole(BaseModel):
     """Response models with fields only some callers get: those fields are not required."""
 
 
@@ -65,7 +65,7 @@ class JobPage(Documented):
     truncated: bool = Field(description="True when the limit or the byte budget cut the page")
 
 
-class JobEvent(Optional):
+class JobEvent(ByRole):
     stream_version: int = Field(description="The event's number in the job's own stream")
     type: str
     code: Code | None
@@ -79,7 +79,7 @@ class JobEvents(Documented):
     events: list[JobEvent]
 
 
-class AuditEvent(Optional):
+class AuditEvent(ByRole):
     position: int
     stream_id: str
     stream_version: int
