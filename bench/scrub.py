@@ -1,7 +1,7 @@
 """Scrub benchmark: what scrubbing a tool's text costs on hostile input, and what a 256 KiB
 echo costs a worker end to end.
 
-Run:  .venv/bin/python -m bench.scrub [--rounds 5] [--database-url URL] [--json]
+Run:  .venv/bin/python -m bench.scrub [--rounds 5] [--postgres | --database-url URL] [--json]
 
 Part 1, `scrub` on 256 KiB inputs built to make backtracking patterns quadratic (`a-a-a-…`
 made the old URL pattern take 2.8 s on 80 KiB), on a 256 KiB echo of a known secret, and with
@@ -9,9 +9,11 @@ thousands of known secrets. Baseline: a plain copy of the same string (UTF-8 rou
 touching every character once.
 
 Part 2, end to end on the worker's own path (`submit`, then `Executor.execute`: claim, run,
-classify, scrub, record) on a real ledger (a scratch SQLite file unless --database-url is
-given): a tool that crashes echoing its 256 KiB argument in its exception text, against a tool
-that gets the same argument and crashes with a short message. Each run checks that the job was
+classify, scrub, record) on a real ledger: a scratch SQLite file, or with --postgres a
+scratch Postgres database `outcomes_bench_scrub_<pid>` (dropped at the end), or with
+--database-url a throwaway database of yours (migrated; its events stay). A tool that crashes
+echoing its 256 KiB argument in its exception text, against a tool that gets the same argument
+and crashes with a short message. Each run checks that the job was
 recorded TOOL_CRASHED and that the recorded detail holds no piece of the argument.
 
 The median of `--rounds` runs is reported with the ratio ours / baseline. Measured, not
@@ -28,12 +30,13 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import BaseModel
 
-from bench._common import render_table
+from bench._common import exit_cleanly_on_sigterm, render_table, scratch_database, sqlalchemy_url
 from ledger.codes import Code
 from ledger.decisions import Caller, JobRequest
 from ledger.events import job_stream
@@ -138,13 +141,25 @@ def bench_end_to_end(url: str, rounds: int) -> tuple[float, float]:
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.scrub", description=__doc__)
     parser.add_argument("--rounds", type=int, default=5, help="runs per case (median reported)")
-    parser.add_argument("--database-url", help="a throwaway ledger (default: scratch SQLite)")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--postgres", action="store_true", help="a scratch Postgres database")
+    where.add_argument("--database-url", help="a throwaway ledger (default: scratch SQLite)")
     parser.add_argument("--json", action="store_true", help="print one JSON line, no table")
     args = parser.parse_args(argv)
     rows = bench_scrub(args.rounds)
-    with tempfile.TemporaryDirectory(prefix="bench-scrub-") as folder:
-        url = args.database_url or f"sqlite:///{Path(folder) / 'ledger.db'}"
+    with ExitStack() as stack:
+        if args.postgres:
+            stack.enter_context(exit_cleanly_on_sigterm())
+            url = sqlalchemy_url(stack.enter_context(scratch_database("outcomes_bench_scrub")))
+        elif args.database_url:
+            url = args.database_url
+        else:
+            folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-scrub-"))
+            url = f"sqlite:///{Path(folder) / 'ledger.db'}"
         e2e = bench_end_to_end(url, args.rounds)
+    ledger_name = (
+        "Postgres" if args.postgres else "the given ledger" if args.database_url else "SQLite"
+    )
     met = all(ours < GOAL_S for _, ours, _ in rows) and e2e[0] < GOAL_S
     if args.json:
         report = {
@@ -158,7 +173,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     print("scrub of 256 KiB inputs (baseline: a plain copy of the string)")
     print(render_table(["input", "ours ms", "baseline ms", "ratio"], table))
     print()
-    print("end to end, submit + execute on", "the given ledger" if args.database_url else "SQLite")
+    print("end to end, submit + execute on", ledger_name)
     e2e_row = [
         "crash echoing a 256 KiB argument (baseline: a short message)",
         f"{e2e[0] * 1e3:.1f}",
