@@ -96,6 +96,6 @@ SAFE = string.ascii_lowercase + string.digits + "@;:,/ .-_"  # not the marker's 
 def test_no_argument_value_survives_anywhere_in_the_text(
     secret: str, before: str, after: str
 ) -> None:
-    assume(secret.strip() == secret and secret not in before + after)
+    assume(secret not in before + after)
     shown = scrub(before + secret + after, known_secrets({"arg": secret}))
     assert secret not in shown
