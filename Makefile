@@ -34,6 +34,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.throughput
 	$(BIN)/python -m bench.reconcile
 	$(BIN)/python -m bench.poll
+	$(BIN)/python -m bench.scrub
 
 soak: $(STAMP)
 	$(BIN)/python -m pytest -m soak

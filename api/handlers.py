@@ -32,6 +32,7 @@ from api.problems import (
 )
 from ledger.errors import (
     IdempotencyConflictError,
+    InvalidCursorError,
     InvalidEventError,
     JobNotFoundError,
     LedgerError,
@@ -106,6 +107,13 @@ async def _on_ledger(request: Request, exc: Exception) -> Response:
             invalid_input(
                 f"The idempotency key was already used with another body (job {exc.job_id}).",
                 fix="use a new idempotency key for a different request",
+            )
+        )
+    if isinstance(exc, InvalidCursorError):
+        return problem_response(
+            invalid_input(
+                "The cursor is not one this API returned.",
+                fix="pass a next_cursor from an earlier page, or no cursor to start over",
             )
         )
     if isinstance(exc, InvalidEventError):

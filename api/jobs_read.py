@@ -17,6 +17,7 @@ from api.openapi import problems
 from api.pages import json_response, page
 from api.state import state_of
 from ledger.access import account_scope
+from ledger.cursor import CURSOR_PATTERN
 from ledger.job_view import JobEnvelope, JobView, envelope
 from ledger.queries import MAX_POSITION
 from ledger.services import jobs
@@ -95,11 +96,16 @@ def list_changed_jobs(
     request: Request,
     caller: Principal,
     after: Annotated[
-        int, Query(ge=0, le=MAX_POSITION, description="Cursor: a ledger_position")
-    ] = 0,
+        str | None,
+        Query(
+            max_length=64,
+            pattern=CURSOR_PATTERN,
+            description="Cursor: a `next_cursor` this API returned (opaque); none: from the start",
+        ),
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> Response:
     scope = account_scope(caller.account)
-    views = jobs.listing(state_of(request).ledger, scope, after, limit + 1)
-    items = [envelope(v).model_dump(mode="json") for v in views]
-    return json_response(page(items, limit, after, "ledger_position"))
+    found = jobs.changes(state_of(request).ledger, scope, after, limit + 1)
+    items = [envelope(view).model_dump(mode="json") for view, _ in found]
+    return json_response(page(items, limit, after, [cursor for _, cursor in found]))

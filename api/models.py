@@ -51,19 +51,26 @@ class SubmitAccepted(Documented):
     poll_url: str
 
 
+class ByRole(BaseModel):
+    """Response models with fields only some callers get: those fields are not required."""
+
+
 class JobPage(Documented):
     items: list[JobEnvelope]
-    next_cursor: int = Field(description="Pass as `after` for the next page")
+    next_cursor: str | None = Field(
+        description="Pass as `after` for the next page (opaque; null: no page read yet)"
+    )
     count: int
     truncated: bool = Field(description="True when the limit or the byte budget cut the page")
 
 
-class JobEvent(Documented):
-    position: int
+class JobEvent(ByRole):
+    stream_version: int = Field(description="The event's number in the job's own stream")
     type: str
     code: Code | None
     recorded_at: datetime
     data: dict[str, Any]
+    position: int | None = Field(None, description="Operators and auditors only")
 
 
 class JobEvents(Documented):
@@ -71,7 +78,7 @@ class JobEvents(Documented):
     events: list[JobEvent]
 
 
-class AuditEvent(Documented):
+class AuditEvent(ByRole):
     position: int
     stream_id: str
     stream_version: int
@@ -81,8 +88,8 @@ class AuditEvent(Documented):
     actor: str
     recorded_at: datetime
     data: dict[str, Any]
-    prev_hash: str | None
-    hash: str
+    prev_hash: str | None = Field(None, description="Auditors only")
+    hash: str | None = Field(None, description="Auditors only")
 
 
 class EventPage(Documented):
@@ -119,4 +126,3 @@ class Health(Documented):
 
 class Ready(Documented):
     status: str
-    ledger_position: int

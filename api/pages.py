@@ -6,6 +6,7 @@ more rows follow, so a client keeps reading from `next_cursor` until it is false
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import orjson
@@ -20,8 +21,11 @@ def json_response(content: Any, status: int = 200) -> Response:
     )
 
 
-def page(items: list[dict[str, Any]], limit: int, after: int, cursor_key: str) -> dict[str, Any]:
-    """`items` holds up to limit + 1 rows in cursor order: the extra one tells that more follow."""
+def page(
+    items: list[dict[str, Any]], limit: int, after: Any, cursors: Sequence[Any]
+) -> dict[str, Any]:
+    """`items` holds up to limit + 1 rows in cursor order, `cursors` each one's cursor: the
+    extra row tells that more follow."""
     truncated = len(items) > limit
     kept: list[dict[str, Any]] = []
     size = 0
@@ -33,7 +37,7 @@ def page(items: list[dict[str, Any]], limit: int, after: int, cursor_key: str) -
         kept.append(item)
     return {
         "items": kept,
-        "next_cursor": kept[-1][cursor_key] if kept else after,
+        "next_cursor": cursors[len(kept) - 1] if kept else after,
         "count": len(kept),
         "truncated": truncated,
     }

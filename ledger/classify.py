@@ -39,18 +39,23 @@ class Attempt:
     spends: bool
     last_fingerprint: str | None
     now: datetime
+    secrets: tuple[str, ...] = ()  # the job's argument values (`scrub.known_secrets`)
 
 
 def backoff_s(attempt: int) -> float:
     return float(min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2 ** (attempt - 1)))
 
 
-def outcome_event(value: Any, attempt: int) -> Payload:
-    """A returned value: one of the three outcomes, or silence (not an outcome at all)."""
+def outcome_event(value: Any, attempt: int, secrets: tuple[str, ...] = ()) -> Payload:
+    """A returned value: one of the three outcomes, or silence (not an outcome at all).
+
+    Results are the tool's answer and are kept as returned; a decline's reason is prose, like
+    a failure's message, so it is scrubbed the same way."""
     if isinstance(value, Succeeded):
         return WorkSucceeded(attempt=attempt, result=value.result)
     if isinstance(value, Declined):
-        return WorkDeclined(attempt=attempt, reason=value.reason, result=value.result)
+        reason = scrub(value.reason, secrets)
+        return WorkDeclined(attempt=attempt, reason=reason, result=value.result)
     if isinstance(value, Partial):
         return WorkPartial(
             attempt=attempt,
@@ -71,14 +76,14 @@ def outcome_event(value: Any, attempt: int) -> Payload:
             message="The tool finished without reporting what it did; treat it as not done.",
             cause=OutcomeMissingCause.NO_OUTCOME_RETURNED.value,
         ),
-        detail=f"the tool returned {returned}, not an outcome",
+        detail=scrub(f"the tool returned {returned}, not an outcome", secrets),
     )
 
 
 def failure_event(exc: BaseException, at: Attempt) -> Payload:
     """A raised exception: retried only if retryable, not spending, attempts left, and the
     dependency's fingerprint changed since the last failure."""
-    error, fingerprint, detail = _describe(exc, at.tool)
+    error, fingerprint, detail = _describe(exc, at.tool, at.secrets)
     if _should_retry(error, fingerprint, at):
         due = at.now + timedelta(seconds=backoff_s(at.attempt))
         return WorkRetryScheduled(
@@ -93,9 +98,34 @@ def _should_retry(error: ErrorInfo, fingerprint: str | None, at: Attempt) -> boo
     return fingerprint is None or fingerprint != at.last_fingerprint
 
 
-def _describe(exc: BaseException, tool: str) -> tuple[ErrorInfo, str | None, str | None]:
+def scrubbed_error(error: ErrorInfo, secrets: tuple[str, ...]) -> ErrorInfo:
+    """An error whose text a tool wrote (a `ToolFailure`, a `BrakeEngaged` it raised itself),
+    through the same scrub as exception text: every field but the code and the flags."""
+    texts = {
+        name: scrub(value, secrets)
+        for name in _ERROR_TEXTS
+        if isinstance(value := getattr(error, name), str)
+    }
+    return error.model_copy(update=texts)
+
+
+_ERROR_TEXTS = (
+    "dependency",
+    "operation",
+    "required_capability",
+    "safe_fallback",
+    "fix",
+    "message",
+    "cause",
+)
+
+
+def _describe(
+    exc: BaseException, tool: str, secrets: tuple[str, ...]
+) -> tuple[ErrorInfo, str | None, str | None]:
     if isinstance(exc, ToolFailure):
-        return exc.error_info(), exc.fingerprint, None
+        fingerprint = scrub(exc.fingerprint, secrets) if exc.fingerprint is not None else None
+        return scrubbed_error(exc.error_info(), secrets), fingerprint, None
     if isinstance(exc, DeadlineExceeded):
         error = ErrorInfo(
             code=Code.DEADLINE_EXCEEDED,
@@ -114,4 +144,11 @@ def _describe(exc: BaseException, tool: str) -> tuple[ErrorInfo, str | None, str
         fix="report it to the tool's maintainers; the crash detail is in the ledger",
         message="The tool failed unexpectedly; nothing it reported can be trusted.",
     )
-    return error, None, scrub(f"{type(exc).__name__}: {exc}")
+    return error, None, scrub(f"{type(exc).__name__}: {_text_of(exc)}", secrets)
+
+
+def _text_of(exc: BaseException) -> str:
+    try:
+        return str(exc)
+    except Exception:  # a tool's exception whose __str__ fails must still be recorded
+        return "(its text could not be read)"

@@ -23,7 +23,8 @@ driver type.
     │   ├── BrakeNotFoundError          unknown or released brake
     │   ├── TokenError                  bad account/role, unknown token
     │   ├── NotAuthenticatedError       no valid token
-    │   └── JobNotFoundError            unknown job, or not this caller's
+    │   ├── JobNotFoundError            unknown job, or not this caller's
+    │   └── InvalidCursorError          a changes-feed cursor this ledger did not issue
     ├── DigestError                 a digest file that is not one
     ├── DispatchError               the broker refused a job id
     └── OutcomeUnrecordedError      the tool ran; its outcome could not be written
@@ -154,6 +155,13 @@ class JobNotFoundError(RequestError):
     def __init__(self, job_id: str) -> None:
         super().__init__(f"no job {job_id}")
         self.job_id = job_id
+
+
+class InvalidCursorError(RequestError):
+    """A changes-feed cursor that this ledger did not issue (or that was altered)."""
+
+    def __init__(self) -> None:
+        super().__init__("not a cursor this ledger issued")
 
 
 # --- the rest ---------------------------------------------------------------------------------

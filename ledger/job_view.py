@@ -30,6 +30,7 @@ from ledger.events import (
     WorkSucceeded,
     job_id_of,
 )
+from ledger.public import public_outcome
 
 
 class PartialInfo(BaseModel):
@@ -87,7 +88,9 @@ class JobView(BaseModel):
 
 
 class JobEnvelope(BaseModel):
-    """`GET /v1/jobs/{job_id}` (contract §3)."""
+    """`GET /v1/jobs/{job_id}` (contract §3): what the agent needs about its job, no more. Not
+    the global `ledger_position` (it tells the volume of the whole ledger), not the workers,
+    and of late outcomes only their public fields."""
 
     job_id: str
     account: str
@@ -101,7 +104,6 @@ class JobEnvelope(BaseModel):
     partial: PartialInfo | None
     error: ErrorInfo | None
     recorded_by: str
-    ledger_position: int
     created_at: datetime
     updated_at: datetime
     late_outcomes: list[dict[str, Any]]
@@ -121,10 +123,9 @@ def envelope(view: JobView) -> JobEnvelope:
         partial=view.partial,
         error=view.error,
         recorded_by=view.recorded_by,
-        ledger_position=view.ledger_position,
         created_at=view.created_at,
         updated_at=view.updated_at,
-        late_outcomes=view.late_outcomes,
+        late_outcomes=[public_outcome(late) for late in view.late_outcomes],
     )
 
 

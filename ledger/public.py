@@ -2,8 +2,11 @@
 HTTP event pages, the CLI's tables and files, and the export.
 
 Job arguments keep their keys but not their values (an agent may have put a secret in one),
-token hashes are withheld, and raw failure detail is for operators and auditors only. The
-export alone keeps the stored data exactly, because its hashes must verify elsewhere.
+token hashes are withheld, and what only staff (operators, auditors) read is dropped for
+agents: raw failure detail, fingerprints, the worker's identity and the global position. The
+hashes are for auditors: they cover the stored arguments, so anyone else holding one could
+test guesses of an argument against it. The export alone keeps the stored data exactly,
+because its hashes must verify elsewhere.
 """
 
 from __future__ import annotations
@@ -14,26 +17,52 @@ from ledger.clock import format_time
 from ledger.events import RecordedEvent
 
 ARG_REDACTED = "(redacted)"
-# `GET /v1/jobs/{id}/events` shows these of each event (agents read it).
-JOB_EVENT_KEYS = ("position", "type", "code", "recorded_at", "data")
+# Raw exception text, a dependency's state (config or credentials version), `host:pid`.
+STAFF_ONLY_KEYS = ("detail", "fingerprint", "worker")
+HASH_KEYS = ("prev_hash", "hash")
+# What an agent reads of an outcome: the envelope's fields, nothing else.
+PUBLIC_OUTCOME_KEYS = (
+    "attempt",
+    "type",
+    "result",
+    "reason",
+    "processed",
+    "skipped",
+    "total",
+    "error",
+    "cause",
+)
+# `GET /v1/jobs/{id}/events`: what everyone sees of each event; staff also see `position`.
+JOB_EVENT_KEYS = ("stream_version", "type", "code", "recorded_at", "data")
+
+
+def public_outcome(outcome: dict[str, Any]) -> dict[str, Any]:
+    """An outcome (a late one, as the envelope lists it) as agents may read it."""
+    return {key: outcome[key] for key in PUBLIC_OUTCOME_KEYS if key in outcome}
 
 
 def public_event_data(data: dict[str, Any], *, detail: bool = True) -> dict[str, Any]:
+    """`detail=False`: as agents may read it."""
     shown = dict(data)
     if isinstance(shown.get("args"), dict):
         shown["args"] = {key: ARG_REDACTED for key in shown["args"]}
     if "token_hash" in shown:
         shown["token_hash"] = ARG_REDACTED
     if not detail:
-        shown.pop("detail", None)
+        for key in STAFF_ONLY_KEYS:
+            shown.pop(key, None)
+        if isinstance(shown.get("outcome"), dict):  # a late outcome's own fields
+            shown["outcome"] = public_outcome(shown["outcome"])
     return shown
 
 
-def public_event(event: RecordedEvent, *, raw: bool = False, detail: bool = True) -> dict[str, Any]:
+def public_event(
+    event: RecordedEvent, *, raw: bool = False, detail: bool = True, hashes: bool = True
+) -> dict[str, Any]:
     """One event with every stored column. `raw` keeps the data exactly (the export);
-    `detail=False` drops raw failure detail (what agents may not read). Times are in the
-    ledger's one text form, the one its hashes cover."""
-    return {
+    `detail=False` drops what agents may not read; `hashes=False` drops the hashes (for
+    anyone but auditors). Times are in the ledger's one text form, the one its hashes cover."""
+    shown = {
         "position": event.position,
         "stream_id": event.stream_id,
         "stream_version": event.stream_version,
@@ -46,9 +75,15 @@ def public_event(event: RecordedEvent, *, raw: bool = False, detail: bool = True
         "prev_hash": event.prev_hash,
         "hash": event.hash,
     }
+    if not hashes:
+        for key in HASH_KEYS:
+            del shown[key]
+    return shown
 
 
-def job_event(event: RecordedEvent, *, detail: bool) -> dict[str, Any]:
-    """An event as a job's own page shows it."""
-    shown = public_event(event, detail=detail)
-    return {key: shown[key] for key in JOB_EVENT_KEYS}
+def job_event(event: RecordedEvent, *, staff: bool) -> dict[str, Any]:
+    """An event as a job's own page shows it: to agents (`staff=False`) without anything that
+    tells about other jobs (the global position) or about the workers."""
+    shown = public_event(event, detail=staff)
+    keys = (*JOB_EVENT_KEYS, "position") if staff else JOB_EVENT_KEYS
+    return {key: shown[key] for key in keys}

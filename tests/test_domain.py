@@ -107,7 +107,8 @@ def test_a_job_folds_from_queued_to_succeeded() -> None:
     env = envelope(view)
     assert (env.status, env.terminal, env.next_action) == (Status.SUCCEEDED, True, "accept")
     assert env.result == {"title": "Bug"} and env.error is None
-    assert env.recorded_by == "worker" and env.ledger_position == 103
+    assert env.recorded_by == "worker" and view.ledger_position == 103
+    assert "ledger_position" not in env.model_dump()  # the ledger's volume is not the agent's
     assert env.created_at == NOW and env.updated_at == NOW + timedelta(minutes=2)
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -22,8 +23,9 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from ledger.codes import Code
+from ledger.error_info import ErrorInfo
 from ledger.errors import BrakeEngaged
-from ledger.outcomes import Partial, Succeeded, ToolFailure
+from ledger.outcomes import Declined, Partial, Succeeded, ToolFailure
 from ledger.tools import Quota, ToolContext, tool
 
 QUOTA_LIMIT = 10  # the quota tools'
@@ -352,3 +354,68 @@ def ship(args: ShipArgs, ctx: ToolContext) -> Succeeded:
     """Ships an order (spends): it must never run on arguments its release cannot read."""
     effect(ctx)
     return Succeeded(result={"shipped": args.order})
+
+
+# --- secrets canaries: a tool that repeats its argument wherever a tool may write text --------
+
+CANARY_GATE = threading.Event()  # in-process tests: the late tool waits for it (set by the test)
+
+
+class Secret(BaseModel):
+    secret: str
+
+
+@tool("canary.crash", spends=False, max_attempts=1)
+def canary_crash(args: Secret, ctx: ToolContext) -> Succeeded:
+    """Crashes with its argument in the text: as is, inside a URL, a pair and a repr."""
+    raise RuntimeError(
+        f"{args.secret} | postgresql://admin:{args.secret}@db:5432/x | "
+        f"password={args.secret}; {{'token': {args.secret!r}}}"
+    )
+
+
+@tool("canary.refuse", spends=False, max_attempts=1)
+def canary_refuse(args: Secret, ctx: ToolContext) -> Succeeded:
+    """A typed failure with its argument in every text field."""
+    raise ToolFailure(
+        code=Code.ACCESS_DENIED,
+        dependency=f"vault {args.secret}",
+        operation=f"log in as {args.secret}",
+        required_capability=f"cap {args.secret}",
+        safe_fallback=f"retry with {args.secret}",
+        fix=f"rotate {args.secret}",
+        message=f"The vault refused {args.secret}.",
+        fingerprint=f"credentials {args.secret}",
+    )
+
+
+@tool("canary.flaky", spends=False, max_attempts=2)
+def canary_flaky(args: Secret, ctx: ToolContext) -> Succeeded:
+    """Retryable, with its argument in the fingerprint and the message: a retry is dispatched."""
+    raise ToolFailure(
+        code=Code.SOURCE_UNRELIABLE,
+        dependency="index",
+        operation="query",
+        retryable=True,
+        message=f"The index timed out on {args.secret}.",
+        fingerprint=f"generation {ctx.attempt} {args.secret}",
+    )
+
+
+@tool("canary.decline", spends=False)
+def canary_decline(args: Secret, ctx: ToolContext) -> Declined:
+    return Declined(reason=f"already done for {args.secret}")
+
+
+@tool("canary.halt", spends=False)
+def canary_halt(args: Secret, ctx: ToolContext) -> Succeeded:
+    """Raises a brake of its own making (its text is the tool's, not an operator's)."""
+    error = ErrorInfo(code=Code.BRAKE_ENGAGED, message=f"stopped at {args.secret}")
+    raise BrakeEngaged(error)
+
+
+@tool("canary.late", spends=False, max_attempts=1, timeout_s=60)
+def canary_late(args: Secret, ctx: ToolContext) -> Succeeded:
+    """Crashes with its argument once the test lets it go (after the job was closed)."""
+    CANARY_GATE.wait(30)
+    raise RuntimeError(f"late: {args.secret}")

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ValidationError
 
 from ledger.batching import DaemonThreads, GroupCommit
 from ledger.brakes import brake_error
-from ledger.classify import Attempt, failure_event, outcome_event
+from ledger.classify import Attempt, failure_event, outcome_event, scrubbed_error
 from ledger.codes import Code
 from ledger.decisions import describe_fields
 from ledger.dispatch import Dispatcher
@@ -30,6 +30,8 @@ from ledger.errors import (
 )
 from ledger.events import NewEvent, Payload, WorkFailed, WorkHalted, WorkRetryScheduled
 from ledger.job_view import JobView
+from ledger.outcomes import Partial, Succeeded
+from ledger.scrub import known_secrets
 from ledger.services.ledger import Ledger
 from ledger.services.work import (
     Claim,
@@ -114,10 +116,14 @@ class Executor:
         try:
             value = self._call_with_deadline(spec, args, ctx, view)
         except BrakeEngaged as exc:
-            return WorkHalted(attempt=attempt, error=exc.error)
+            # A tool may raise its own BrakeEngaged: its text is scrubbed like any other.
+            error = scrubbed_error(exc.error, known_secrets(view.args))
+            return WorkHalted(attempt=attempt, error=error)
         except Exception as exc:
             return failure_event(exc, self._attempt(spec, view))
-        return outcome_event(value, attempt)
+        if isinstance(value, Succeeded | Partial):  # no text of the tool's to scrub
+            return outcome_event(value, attempt)
+        return outcome_event(value, attempt, known_secrets(view.args))
 
     def _call_with_deadline(
         self, spec: ToolSpec, args: BaseModel, ctx: ToolContext, view: JobView
@@ -180,6 +186,7 @@ class Executor:
             spends=view.spends,
             last_fingerprint=view.last_fingerprint,
             now=datetime.now(UTC),
+            secrets=known_secrets(view.args),
         )
 
 

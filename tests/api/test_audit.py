@@ -119,3 +119,18 @@ def test_brakes_list_holds_and_counts_the_jobs_they_keep_waiting(
         (everywhere.brake_id, 2),
         (on_echo.brake_id, 1),
     ]
+
+
+def test_only_auditors_see_the_hashes(client: TestClient, tokens: Tokens) -> None:
+    """The hashes cover the stored arguments: shown to an operator, a hash would let them test
+    guesses of an argument (a 4-digit PIN in under 10,000 tries)."""
+    response = client.post(
+        "/v1/jobs", json={"tool": ECHO, "args": {"text": "4821"}}, headers=bearer(tokens.acme)
+    )
+    assert response.status_code == 202
+    for_auditor = audit(client, tokens.auditor, "limit=1000")["items"]
+    for_operator = audit(client, tokens.operator, "limit=1000")["items"]
+    assert [e["position"] for e in for_auditor] == [e["position"] for e in for_operator]
+    assert all(isinstance(e["hash"], str) and "prev_hash" in e for e in for_auditor)
+    assert not [e for e in for_operator if {"hash", "prev_hash"} & set(e)]
+    assert "4821" not in response.text + str(for_operator) + str(for_auditor)

@@ -29,7 +29,6 @@ ENVELOPE_KEYS = {
     "partial",
     "error",
     "recorded_by",
-    "ledger_position",
     "created_at",
     "updated_at",
 }
@@ -43,7 +42,7 @@ def test_envelope_carries_every_contract_field(
     response = client.get(f"/v1/jobs/{job_id}", headers=bearer(tokens.acme))
     assert response.status_code == 200
     body = response.json()
-    assert set(body) >= ENVELOPE_KEYS
+    assert set(body) == ENVELOPE_KEYS | {"late_outcomes"}  # not the global ledger_position
     assert body["status"] == "succeeded" and body["terminal"] is True
     assert (body["next_action"], body["result"], body["error"]) == ("accept", {"text": "x"}, None)
     assert (body["attempts"], body["recorded_by"]) == (1, "worker")
@@ -91,7 +90,10 @@ def test_changes_page_by_cursor_and_say_when_truncated(
     first = client.get("/v1/jobs?limit=2", headers=bearer(tokens.acme)).json()
     assert (first["count"], first["truncated"]) == (2, True)
     assert [i["job_id"] for i in first["items"]] == jobs[:2]
-    assert first["next_cursor"] == first["items"][-1]["ledger_position"]
+    # Opaque: not a position (the ledger's volume), and a new one each time it is issued.
+    assert isinstance(first["next_cursor"], str) and not first["next_cursor"].isdigit()
+    again = client.get("/v1/jobs?limit=2", headers=bearer(tokens.acme)).json()
+    assert again["next_cursor"] != first["next_cursor"] and again["items"] == first["items"]
     rest = client.get(f"/v1/jobs?after={first['next_cursor']}", headers=bearer(tokens.acme)).json()
     assert [i["job_id"] for i in rest["items"]] == jobs[2:]
     assert rest["truncated"] is False
@@ -106,6 +108,16 @@ def test_changes_page_by_cursor_and_say_when_truncated(
         "count": 0,
         "truncated": False,
     }
+
+
+def test_a_cursor_this_api_did_not_issue_is_refused(client: TestClient, tokens: Tokens) -> None:
+    new_job(client, tokens.acme)
+    issued = client.get("/v1/jobs?limit=1", headers=bearer(tokens.acme)).json()["next_cursor"]
+    altered = issued[:-2] + ("AA" if issued[-2:] != "AA" else "BB")
+    for cursor in ("0", "12345", altered):  # a bare position is not a cursor any more
+        response = client.get(f"/v1/jobs?after={cursor}", headers=bearer(tokens.acme))
+        assert response.status_code == 422, cursor
+        assert response.json()["error"]["code"] == "INPUT_INVALID"
 
 
 def test_the_byte_budget_truncates_a_page_and_says_so(
@@ -140,7 +152,10 @@ def test_job_events_hide_raw_failure_detail_from_agents(
 
     seen = events(tokens.acme)
     assert [e["type"] for e in seen] == ["job.accepted", "work.started", "work.failed"]
-    assert set(seen[0]) == {"position", "type", "code", "recorded_at", "data"}
+    assert set(seen[0]) == {"stream_version", "type", "code", "recorded_at", "data"}
     assert seen[2]["code"] == "SOURCE_UNRELIABLE"
-    assert "detail" not in seen[2]["data"]
-    assert events(tokens.auditor)[2]["data"]["detail"] == "raw provider text"
+    assert "detail" not in seen[2]["data"] and "worker" not in seen[1]["data"]
+    for staff in (tokens.auditor, tokens.operator):
+        shown = events(staff)
+        assert shown[2]["data"]["detail"] == "raw provider text"
+        assert "worker" in shown[1]["data"] and isinstance(shown[0]["position"], int)

@@ -156,10 +156,13 @@ def test_failure_detail_is_for_operators_and_auditors_only(memory_ledger: Ledger
     shown = jobs.events(memory_ledger, job_id, agent)
     assert [e["type"] for e in shown] == ["job.accepted", "work.started", "work.failed"]
     assert shown[0]["data"]["args"] == {"text": "(redacted)"}
-    assert set(shown[0]) == {"position", "type", "code", "recorded_at", "data"}
-    assert "detail" not in shown[2]["data"]
+    # No global position (the ledger's volume), no worker identity, no raw detail.
+    assert set(shown[0]) == {"stream_version", "type", "code", "recorded_at", "data"}
+    assert [e["stream_version"] for e in shown] == [1, 2, 3]
+    assert "worker" not in shown[1]["data"] and "detail" not in shown[2]["data"]
     for_operator = jobs.events(memory_ledger, job_id, operator)
     assert "the parser choked" in for_operator[2]["data"]["detail"]
+    assert for_operator[1]["data"]["worker"] == "w-1" and "position" in for_operator[0]
     with pytest.raises(JobNotFoundError):
         jobs.events(
             memory_ledger,
