@@ -19,7 +19,6 @@ from api.state import state_of
 from ledger.access import account_scope
 from ledger.cursor import CURSOR_PATTERN
 from ledger.job_view import JobEnvelope, JobView, envelope
-from ledger.queries import MAX_POSITION
 from ledger.services import jobs
 
 router = APIRouter(tags=["jobs"])

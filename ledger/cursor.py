@@ -22,9 +22,10 @@ _NONCE, _POSITION, _TAG = 8, 8, 12
 CURSOR_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
 
 
-def cursor_key(secret: str) -> bytes:
-    """The key, from a secret every API process shares and callers never see."""
-    return hashlib.sha256(b"outcomes changes-feed cursor\0" + secret.encode()).digest()
+def cursor_key(secret: bytes) -> bytes:
+    """The key, from the ledger's own secret (made at migrate; every API process reads the
+    same one, callers never see it), kept apart from its other uses by a label."""
+    return hmac.new(secret, b"outcomes changes-feed cursor", hashlib.sha256).digest()
 
 
 def seal(position: int, key: bytes) -> str:

@@ -10,7 +10,7 @@ import pytest
 from ledger.cursor import CURSOR_PATTERN, cursor_key, seal, unseal
 from ledger.errors import InvalidCursorError
 
-KEY = cursor_key("the first event's hash")
+KEY = cursor_key(b"a ledger's own secret")
 
 
 @pytest.mark.parametrize("position", [0, 1, 41, 2**31, 2**63 - 1])
@@ -34,7 +34,7 @@ def test_what_was_not_issued_is_refused(cursor: str) -> None:
 def test_a_cursor_is_bound_to_its_key_and_to_every_bit() -> None:
     cursor = seal(99, KEY)
     with pytest.raises(InvalidCursorError):
-        unseal(cursor, cursor_key("another ledger"))
+        unseal(cursor, cursor_key(b"another ledger's secret"))
     flipped = cursor[:10] + ("B" if cursor[10] != "B" else "C") + cursor[11:]
     with pytest.raises(InvalidCursorError):
         unseal(flipped, KEY)

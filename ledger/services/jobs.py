@@ -8,18 +8,17 @@ JobNotFoundError. `caller=None` is the operator at the CLI, who sees every accou
 from __future__ import annotations
 
 import uuid
-import weakref
 from collections.abc import Sequence
 from typing import Any
 
 from ledger.access import DETAIL_ROLES, hash_token, may_see
 from ledger.cursor import cursor_key, seal, unseal
-from ledger.errors import InvalidCursorError, JobNotFoundError
+from ledger.errors import JobNotFoundError
 from ledger.events import job_stream
 from ledger.job_view import JobView
 from ledger.persistence.base import Listener, OnConnect, OnJobs
 from ledger.public import job_event
-from ledger.queries import EventFilter, JobFilter
+from ledger.queries import JobFilter
 from ledger.services.ledger import Ledger
 from ledger.services.tokens import admit
 from ledger.token_view import TokenView
@@ -82,31 +81,11 @@ def changes(
 ) -> list[tuple[JobView, str]]:
     """`listing` for callers of the HTTP feed: each job with an opaque cursor (`ledger.cursor`)
     instead of its position, which would tell them the volume of the whole ledger."""
-    key = _cursor_key(ledger)
-    if key is None:  # an empty ledger: no job, and no cursor was ever issued
-        if after is not None:
-            raise InvalidCursorError()
-        return []
+    key = cursor_key(ledger.request_key)
     start = unseal(after, key) if after is not None else 0
     return [
         (view, seal(view.ledger_position, key)) for view in listing(ledger, account, start, limit)
     ]
-
-
-_CURSOR_KEYS: weakref.WeakKeyDictionary[Ledger, bytes] = weakref.WeakKeyDictionary()
-
-
-def _cursor_key(ledger: Ledger) -> bytes | None:
-    """Derived from the hash of the ledger's first event: the same for every API process on
-    this ledger, fixed for its life (events are never changed), and never shown to agents or
-    operators (only auditors read hashes, and they read positions anyway)."""
-    if (key := _CURSOR_KEYS.get(ledger)) is None:
-        with ledger.store.reading() as reads:
-            first = reads.find_events(EventFilter(limit=1))
-        if not first:
-            return None
-        key = _CURSOR_KEYS.setdefault(ledger, cursor_key(first[0].hash))
-    return key
 
 
 def positions(ledger: Ledger, job_ids: Sequence[str]) -> dict[str, int]:
