@@ -8,13 +8,17 @@ The test databases are clones of a template migrated with `--app-role outcomes_a
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 
+import orjson
 import psycopg
 import pytest
+from click.testing import CliRunner
 from psycopg import sql
 
+from cli.errors import EXIT_PROBLEM
+from cli.main import cli
 from ledger.decisions import Caller, JobRequest
 from ledger.job_view import Status
 from ledger.persistence.store import SqlStore
@@ -185,3 +189,89 @@ def test_the_owner_can_still_rewrite_history_and_only_a_digest_kept_elsewhere_se
             pytest.raises(psycopg.errors.InsufficientPrivilege, match="must be owner"),
         ):
             conn.execute(b"ALTER TABLE events DISABLE TRIGGER events_no_update_delete")
+
+
+# --- what `audit verify` says after the owner's attacks -------------------------------------------
+
+
+def _cut_a_streams_newest(conn: psycopg.Connection, jobs: list[str], gap: int) -> str:
+    conn.execute(
+        "DELETE FROM events WHERE stream_id = %s AND stream_version = "
+        "(SELECT max(stream_version) FROM events WHERE stream_id = %s)",
+        (f"job-{jobs[0]}", f"job-{jobs[0]}"),
+    )
+    return "ledger_chain_broken"
+
+
+def _delete_in_the_middle(conn: psycopg.Connection, jobs: list[str], gap: int) -> str:
+    conn.execute(
+        "DELETE FROM events WHERE stream_id = %s AND stream_version = 2", (f"job-{jobs[0]}",)
+    )
+    return "version_gap"
+
+
+def _insert_between(conn: psycopg.Connection, jobs: list[str], gap: int) -> str:
+    """A copy of a decision under a new stream, at a position an aborted insert left free."""
+    conn.execute(
+        "INSERT INTO events (position, stream_id, stream_version, event_id, type, data, code, "
+        "actor, recorded_at, prev_hash, hash) SELECT %s, 'job-forged', 1, gen_random_uuid(), "
+        "type, data, code, actor, recorded_at, NULL, hash FROM events WHERE stream_id = %s "
+        "AND stream_version = 1",
+        (gap, f"job-{jobs[0]}"),
+    )
+    return "ledger_chain_broken"
+
+
+def _edit_a_read_model(conn: psycopg.Connection, jobs: list[str], gap: int) -> str:
+    conn.execute(
+        "UPDATE jobs SET status = 'succeeded', view = jsonb_set(view, '{status}', "
+        "'\"succeeded\"') WHERE job_id = %s",
+        (jobs[3],),
+    )
+    return "jobs"
+
+
+OWNER_ATTACKS = {
+    "a stream's newest event cut": _cut_a_streams_newest,
+    "an event deleted in the middle": _delete_in_the_middle,
+    "an event inserted between others": _insert_between,
+    "a read-model row edited": _edit_a_read_model,
+}
+
+
+@pytest.mark.parametrize("attack", OWNER_ATTACKS.values(), ids=OWNER_ATTACKS.keys())
+def test_audit_verify_names_what_the_owner_changed(
+    owned_database: tuple[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+    attack: Callable[[psycopg.Connection, list[str], int], str],
+) -> None:
+    """The ledger lives as the application role; the owner, who can switch the triggers off,
+    cuts, deletes, inserts or edits; `outcomes audit verify` (run as the application role)
+    exits 2 and names what changed."""
+    owner_url, app_url = owned_database
+    with open_sql(app_url) as app_store:
+        ledger = Ledger(app_store)
+        jobs = live_a_little(ledger)
+        with psycopg.connect(dsn(owner_url)) as conn:  # a position left free, as a failed insert
+            row = conn.execute(b"SELECT nextval(pg_get_serial_sequence('events', 'position'))")
+            gap = int(row.fetchone()[0])  # type: ignore[index]
+        submit(ledger, AGENT, JobRequest(ECHO, {"text": "after"}))  # events follow every job's
+    monkeypatch.setenv("OUTCOMES_DATABASE_URL", app_url)
+    runner = CliRunner()
+    before = runner.invoke(cli, ["audit", "verify", "--json"], catch_exceptions=False)
+    assert before.exit_code == 0, before.output
+
+    with psycopg.connect(dsn(owner_url), autocommit=True) as conn:
+        conn.execute(b"ALTER TABLE events DISABLE TRIGGER USER")  # the owner may; the app may not
+        expected = attack(conn, jobs, gap)
+        conn.execute(b"ALTER TABLE events ENABLE TRIGGER USER")
+
+    after = runner.invoke(cli, ["audit", "verify", "--json"], catch_exceptions=False)
+    assert after.exit_code == EXIT_PROBLEM
+    found = orjson.loads(after.stdout)
+    kinds = {p["kind"] for p in found["problems"]}
+    tables = {p["table"] for p in found["read_models"]["problems"]}
+    assert expected in kinds | tables, found
+    if expected == "jobs":
+        named = {(p["key"], p["field"]) for p in found["read_models"]["problems"]}
+        assert named == {(jobs[3], "status"), (jobs[3], "view.status")}
