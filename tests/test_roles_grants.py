@@ -33,6 +33,7 @@ EXPECTED = {
     "alembic_version": {"SELECT"},
     "brakes": {"SELECT", "INSERT", "UPDATE", "DELETE"},
     "events": {"SELECT", "INSERT"},
+    "ledger_meta": {"SELECT", "INSERT"},
     "jobs": {"SELECT", "INSERT", "UPDATE", "DELETE"},
     "leases": {"SELECT", "INSERT", "UPDATE", "DELETE"},
     "tokens": {"SELECT", "INSERT", "UPDATE", "DELETE"},
@@ -126,7 +127,6 @@ def test_grants_cover_tables_added_later_and_keep_ledger_meta_append_only(
 ) -> None:
     name = pg_database.rsplit("/", 1)[1]
     with psycopg.connect(PG_ADMIN_DSN, dbname=name, autocommit=True) as conn:
-        conn.execute(b"CREATE TABLE ledger_meta (key text PRIMARY KEY, value text)")
         conn.execute(b"CREATE TABLE later_read_model (id bigserial PRIMARY KEY)")
         conn.execute(b"GRANT UPDATE, DELETE ON events TO PUBLIC")  # a careless hand
     outcomes(pg_database, "migrate", "--app-role", APP_ROLE)
