@@ -25,6 +25,7 @@ from sqlalchemy import (
     literal,
     null,
     select,
+    text,
     true,
     union_all,
 )
@@ -94,6 +95,7 @@ _TOKEN_EVENTS = (
 _TOKEN_EVENTS_AND_JOB = _TOKEN_EVENTS.add_columns(
     select(jobs.c.view).where(jobs.c.job_id == bindparam("job_id")).scalar_subquery().label("job")
 )
+_BRAKES_HOLDING = text("SELECT outcomes_brakes_holding(NULL)")
 _LATER = events.alias("later")
 # Brakes that hold, from events alone (a pull with nothing after it in its stream), over the
 # partial index of pulls: the brakes table is for people to read, never for deciding.
@@ -229,8 +231,12 @@ class SqlReads(Reads):
     # --- brakes ---------------------------------------------------------------------------
 
     def active_brakes(self) -> list[BrakeView]:
-        pulls = (row_to_event(row) for row in self.conn.execute(_ACTIVE_PULLS))
-        views = [evolve_brake(None, pull) for pull in pulls]
+        if self.conn.dialect.name == "postgresql":  # the one brake read (migration 0005)
+            held = self.conn.execute(_BRAKES_HOLDING).scalar() or []
+            views = [BrakeView.model_validate(b) for b in held]
+        else:
+            pulls = (row_to_event(row) for row in self.conn.execute(_ACTIVE_PULLS))
+            views = [evolve_brake(None, pull) for pull in pulls]
         return sorted(views, key=lambda b: (b.pulled_at, b.brake_id))
 
     def brake(self, brake_id: str) -> BrakeView | None:

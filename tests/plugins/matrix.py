@@ -282,6 +282,7 @@ APP_GRANTS = (
     "GRANT SELECT, INSERT ON events TO {role}",
     "GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO {role}",
     "GRANT SELECT, INSERT, UPDATE, DELETE ON jobs, brakes, tokens, leases TO {role}",
+    "GRANT SELECT ON ledger_meta TO {role}",
 )
 
 

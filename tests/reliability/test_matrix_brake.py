@@ -149,13 +149,22 @@ def test_brake_pulled_during_multi_step_work(deployment: Deployment) -> None:
 
 # --- 7c. brake state unreadable: fail closed --------------------------------------------------
 
+# Every brake check on Postgres reads the brake state through this one function (migration
+# 0005): without the right to call it, the brake state is unreadable.
+BRAKE_READ = "outcomes_brakes_holding(jsonb)"
+DENIED = "permission denied for function outcomes_brakes_holding"
+
+
+def unreadable_brakes(role: str) -> list[str]:
+    return [f"REVOKE EXECUTE ON FUNCTION {BRAKE_READ} FROM PUBLIC, {role}"]
+
 
 @pytest.mark.parametrize("deployment", RABBIT, indirect=True)
 def test_brake_state_unreadable_fails_closed(deployment: Deployment) -> None:
     dep = deployment
     prepare(dep)
     with pg_role(dep.database_url) as (role, url):
-        admin(dep.database_url, f"REVOKE SELECT ON brakes FROM {role}")
+        admin(dep.database_url, *unreadable_brakes(role))
         dep.env["OUTCOMES_DATABASE_URL"] = url  # the workers connect as the restricted role
         try:
             dep.start_workers(count=1, concurrency=2)
@@ -164,7 +173,12 @@ def test_brake_state_unreadable_fails_closed(deployment: Deployment) -> None:
                 for i in range(10)
             ]
             wait_for(
-                lambda: dep.worker_logs().count("permission denied for table brakes") >= 10,
+                lambda: (
+                    dep.worker_logs().count(
+                        "permission denied for function outcomes_brakes_holding"
+                    )
+                    >= 10
+                ),
                 60,
                 "every delivery to fail on the unreadable brake state",
             )
@@ -174,7 +188,7 @@ def test_brake_state_unreadable_fails_closed(deployment: Deployment) -> None:
             assert dep.side_effect_jobs() == []
 
             granted_at = dep.store.last_position()
-            admin(dep.database_url, f"GRANT SELECT ON brakes TO {role}")
+            admin(dep.database_url, f"GRANT EXECUTE ON FUNCTION {BRAKE_READ} TO {role}")
             # The reconciler re-dispatches the jobs that never started; now they run.
             counters = deployment_verdict(
                 dep, "7c brake state unreadable (fail closed)", policy=fast_policy(max_dispatches=5)
@@ -236,7 +250,7 @@ def test_brake_state_unreadable_at_a_checkpoint_stops_the_work(deployment: Deplo
             dep.start_workers(count=1, concurrency=1)
             job_id = dep.submit("matrix.steps", {"steps": 40, "step_s": 0.25}).job_id
             wait_for(lambda: len(read_marks(marks)) >= 3, 30, "3 steps")
-            admin(dep.database_url, f"REVOKE SELECT ON brakes FROM {role}")
+            admin(dep.database_url, *unreadable_brakes(role))
             revoked_at = time.time()  # committed: every later brake check fails
             done = wait_terminal(dep.store, [job_id], timeout_s=60)[job_id]
         finally:
@@ -270,7 +284,7 @@ def test_an_unreadable_brake_at_a_checkpoint_is_not_a_tool_crash(
             )
             runner.start()
             wait_for(lambda: len(read_marks(marks)) >= 2, 30, "2 steps")
-            admin(pg_database, f"REVOKE SELECT ON brakes FROM {role}")
+            admin(pg_database, *unreadable_brakes(role))
             runner.join(timeout=30)
             view = load_views(store, [job.view.job_id])[job.view.job_id]
             # Fail closed (tested with workers above), and recorded as the brake, not a crash.

@@ -8,8 +8,10 @@
 - `ledger_meta`: a random key made here, once per ledger; request fingerprints are HMACs
   under it, so a published fingerprint is no oracle for guessing argument values.
 - `ix_events_brake_pulls`: the brake checks read brake pulls from events (a partial index over
-  them alone), not from the brakes read model, which a table owner could edit; on Postgres the
-  batched append function asks `outcomes_brakes_holding` the same question.
+  them alone), not from the brakes read model, which a table owner could edit. On Postgres
+  every brake check (the batched append function's, and the store's reads) asks one function,
+  `outcomes_brakes_holding(scopes)` (NULL: every scope), so there is one place where the brake
+  state is read — and one privilege whose loss makes it unreadable, failing closed.
 
 Revision ID: 0005
 Revises: 0004
@@ -68,7 +70,8 @@ LANGUAGE sql STABLE AS $$
            ORDER BY p.recorded_at, p.data->>'brake_id')
       FROM events p
      WHERE p.type = 'brake.pulled'
-       AND p.data->>'scope' IN (SELECT jsonb_array_elements_text(p_scopes))
+       AND (p_scopes IS NULL  -- every scope: the brakes that hold anywhere
+            OR p.data->>'scope' IN (SELECT jsonb_array_elements_text(p_scopes)))
        AND NOT EXISTS (SELECT 1 FROM events r
                         WHERE r.stream_id = p.stream_id AND r.stream_version > p.stream_version)
 $$
