@@ -24,7 +24,7 @@ READERS = ("operator", "auditor")
 TEXT: dict[int | str, Any] = {
     200: {
         "description": "Prometheus text exposition format",
-        "content": {exposition.CONTENT_TYPE.split(";")[0]: {"schema": {"type": "string"}}},
+        "content": {kind: {"schema": {"type": "string"}} for kind in exposition.CONTENT_TYPES},
     }
 }
 
@@ -46,4 +46,5 @@ def metrics(request: Request, _scheme: Scheme) -> Response:
                 "role:operator|auditor, account:*",
                 "Metrics count every account's jobs: use an operator or auditor token of '*'.",
             )
-    return Response(exposition.scrape(ledger), media_type=exposition.CONTENT_TYPE)
+    body, content_type = exposition.scrape(ledger, request.headers.get("accept", ""))
+    return Response(body, media_type=content_type)

@@ -84,6 +84,11 @@ def open_client(app: FastAPI, monkeypatch: pytest.MonkeyPatch) -> Iterator[TestC
 
 def test_the_open_setting_needs_no_token(open_client: TestClient) -> None:
     assert scrape(open_client, None)[("outcomes_ledger_up", ())] == 1
+    # A scraper that asks for OpenMetrics gets it.
+    asked = {"Accept": "application/openmetrics-text; version=1.0.0"}
+    response = open_client.get("/metrics", headers=asked)
+    assert response.headers["content-type"].startswith("application/openmetrics-text")
+    assert response.text.endswith("# EOF\n") and "\noutcomes_ledger_up 1" in response.text
 
 
 # --- the counts -------------------------------------------------------------------------------
