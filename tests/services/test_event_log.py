@@ -16,8 +16,9 @@ import pytest
 import tests.tools  # noqa: F401  (the canary tools)
 from ledger import telemetry
 from ledger.decisions import Caller, JobRequest
+from ledger.errors import OutcomeUnrecordedError, StorageUnavailableError
 from ledger.reconcile_rules import ReconcilePolicy
-from ledger.services import brakes
+from ledger.services import brakes, execute
 from ledger.services.execute import Executor
 from ledger.services.ledger import Ledger
 from ledger.services.reconcile import reconcile_once
@@ -172,3 +173,20 @@ def test_a_replayed_submit_is_not_a_second_decision(
     again = submit(memory_ledger, AGENT, request)
     assert again.replayed and again.view.job_id == first.view.job_id
     assert [line["event"] for line in lines(caplog)] == ["decision"]
+
+
+def test_failed_lease_renewals_and_unwritten_outcomes_are_told(
+    memory_ledger: Ledger, told: Told, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    worker = Executor(memory_ledger, "host-1:42")
+    worker._heartbeat(str(uuid.uuid4()), 1)  # no lease of this attempt: the renewal fails
+    assert told.of("lease_renewal_failed") == [None]
+
+    def database_away(*_: object, **__: object) -> None:
+        raise StorageUnavailableError("connection refused")
+
+    monkeypatch.setattr(execute, "record_outcome", database_away)
+    job = submit(memory_ledger, AGENT, JobRequest("canary.decline", {"secret": "x"})).view
+    with pytest.raises(OutcomeUnrecordedError):
+        worker.execute(job.job_id)
+    assert told.of("outcome_unrecorded") == ["canary.decline"]
