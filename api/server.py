@@ -5,22 +5,31 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
 import uvicorn
 
 from api.app import create_app
 from ledger.dispatch import Dispatcher
 from ledger.services.ledger import Ledger
+from ledger.settings import load_settings
+from observability import logs
 
 
 def _config(
-    ledger: Ledger | None, dispatcher: Dispatcher | None, host: str, port: int, log: str
+    ledger: Ledger | None,
+    dispatcher: Dispatcher | None,
+    host: str,
+    port: int,
+    log: str,
+    log_config: dict[str, Any] | None = uvicorn.config.LOGGING_CONFIG,
 ) -> uvicorn.Config:
     return uvicorn.Config(
         create_app(ledger, dispatcher),
         host=host,
         port=port,
         log_level=log,
+        log_config=log_config,
         access_log=False,  # request lines carry no tokens, but keep logs quiet by default
         proxy_headers=False,
     )
@@ -33,7 +42,11 @@ def serve(
     port: int = 8000,
     log_level: str = "info",
 ) -> None:
-    uvicorn.Server(_config(ledger, dispatcher, host, port, log_level)).run()
+    log_format = load_settings().log_format
+    logs.install(log_format, log_level.upper())
+    # JSON: uvicorn's own lines go through the root handler too, so every line is one object.
+    own = None if log_format == "json" else uvicorn.config.LOGGING_CONFIG
+    uvicorn.Server(_config(ledger, dispatcher, host, port, log_level, own)).run()
 
 
 class BackgroundServer:

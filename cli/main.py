@@ -13,6 +13,7 @@ from cli.reconcile_commands import reconcile
 from cli.serve_commands import serve
 from cli.token_commands import tokens
 from cli.worker_commands import worker
+from observability.logs import install_if_json
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -23,6 +24,7 @@ def cli() -> None:
     Configuration comes from the environment: OUTCOMES_DATABASE_URL (default: a SQLite file
     under ./.outcomes/), OUTCOMES_BROKER_URL, OUTCOMES_TOOLS, OUTCOMES_QUEUE.
     """
+    install_if_json()  # brake changes, findings and decisions as JSON lines on stderr
 
 
 cli.add_command(migrate)

@@ -77,6 +77,17 @@ class JobSummary:
 
 
 @dataclass(frozen=True)
+class JobCount:
+    """How many jobs share a decision (accepted or not), a status, a code and a tool."""
+
+    accepted: bool
+    status: str
+    code: str | None
+    tool: str
+    jobs: int
+
+
+@dataclass(frozen=True)
 class Heads:
     """Every stream's head (version, hash) up to `position`, and how many events that is."""
 

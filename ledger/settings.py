@@ -60,6 +60,23 @@ def _tools() -> tuple[str, ...]:
     return names
 
 
+def _choice(name: str, default: str, allowed: tuple[str, ...]) -> str:
+    raw = _raw(name)
+    if raw is None:
+        return default
+    if raw.lower() not in allowed:
+        raise ConfigurationError(f"{name} must be one of {', '.join(allowed)}, got {raw!r}")
+    return raw.lower()
+
+
+def _flag(name: str) -> bool:
+    return _choice(name, "0", ("0", "1", "false", "true", "no", "yes")) in ("1", "true", "yes")
+
+
+def _port(name: str) -> int | None:
+    return None if _raw(name) is None else _count(name, 0, 1, 65535)
+
+
 def _queue() -> str:
     queue = _raw("OUTCOMES_QUEUE") or "outcomes"
     if not QUEUE.match(queue):
@@ -79,6 +96,10 @@ class Settings:
     dispatch_timeout_s: float
     redis_visibility_s: int = 3600  # Redis redelivers unacknowledged work after this
     prefetch: int = 4  # messages a worker process reserves per execution slot
+    log_format: str = "text"  # or "json": one object per line (docs/operations.md)
+    metrics_open: bool = False  # True: the API's /metrics answers without a token
+    metrics_port: int | None = None  # a worker serves its own /metrics here (None: not)
+    metrics_host: str = "127.0.0.1"
 
     @property
     def embedded(self) -> bool:
@@ -99,4 +120,8 @@ def load_settings() -> Settings:
         dispatch_timeout_s=_seconds("OUTCOMES_DISPATCH_TIMEOUT_S", 30.0),
         redis_visibility_s=_count("OUTCOMES_REDIS_VISIBILITY_S", 3600, 1, 7 * 86400),
         prefetch=_count("OUTCOMES_PREFETCH", 4, 1, 1000),
+        log_format=_choice("OUTCOMES_LOG_FORMAT", "text", ("text", "json")),
+        metrics_open=_flag("OUTCOMES_METRICS_OPEN"),
+        metrics_port=_port("OUTCOMES_METRICS_PORT"),
+        metrics_host=_raw("OUTCOMES_METRICS_HOST") or "127.0.0.1",
     )

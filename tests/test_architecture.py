@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("ledger", "api", "workers", "cli", "examples", "bench")
+PACKAGES = ("ledger", "api", "workers", "cli", "observability", "examples", "bench")
 ADAPTERS = ("api", "workers", "cli")
 FRAMEWORKS = ("celery", "kombu", "fastapi", "starlette", "click", "uvicorn", "httpx")
+METRICS = ("prometheus_client",)
 DRIVERS = ("sqlalchemy", "psycopg", "alembic", "sqlite3")
 
 
@@ -63,6 +64,18 @@ def test_the_adapters_never_reach_into_persistence() -> None:
 
 def test_the_core_imports_no_web_queue_or_cli_framework() -> None:
     assert _violations(("ledger",), FRAMEWORKS) == []
+
+
+def test_the_core_imports_no_metrics_library() -> None:
+    assert _violations(("ledger",), METRICS) == []
+
+
+def test_observability_is_shared_by_the_adapters_and_imports_none_of_them() -> None:
+    # It sits beside the adapters: it may use the use cases, never the store, nor an adapter.
+    banned = (*ADAPTERS, "ledger.persistence", *FRAMEWORKS)
+    assert _violations(("observability",), banned) == []
+    # And only it speaks to prometheus_client: the adapters go through it.
+    assert _violations(ADAPTERS, METRICS) == []
 
 
 def test_only_persistence_talks_to_the_database() -> None:

@@ -12,6 +12,7 @@ from celery.signals import worker_ready
 from ledger.services import admin
 from ledger.services.ledger import open_ledger
 from ledger.settings import load_settings
+from workers import observability
 from workers.app import make_celery
 
 log = logging.getLogger(__name__)
@@ -30,6 +31,7 @@ def warn_if_privileged(**_: Any) -> None:
 
 
 def run_worker(concurrency: int | None, pool: str, loglevel: str) -> None:
+    observability.check(pool)
     argv = ["worker", f"--loglevel={loglevel}", "-Q", load_settings().queue, f"--pool={pool}"]
     # A unique node name: several workers may run on one host.
     argv.append(f"--hostname=outcomes-{os.getpid()}@%h")

@@ -31,7 +31,7 @@ from ledger.errors import (
 from ledger.events import NewEvent, RecordedEvent, job_stream
 from ledger.job_view import JobView
 from ledger.privileges import ConnectedRole, no_roles
-from ledger.queries import EventFilter, Heads, JobFilter, JobSummary
+from ledger.queries import EventFilter, Heads, JobCount, JobFilter, JobSummary
 from ledger.reconcile_rules import OpenJob
 from ledger.token_view import TokenView
 
@@ -167,6 +167,10 @@ class Reads(ABC):
         since: datetime | None = None,
         until: datetime | None = None,
     ) -> JobSummary: ...
+
+    @abstractmethod
+    def count_jobs(self) -> list[JobCount]:
+        """Every job counted by (accepted, status, code, tool): the metrics' ledger counts."""
 
     # --- brakes ---------------------------------------------------------------------------
 

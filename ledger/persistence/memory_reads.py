@@ -15,7 +15,7 @@ from ledger.codes import Status
 from ledger.events import RecordedEvent, job_stream
 from ledger.job_view import JobView
 from ledger.persistence.base import Reads
-from ledger.queries import EventFilter, Heads, JobFilter, JobSummary
+from ledger.queries import EventFilter, Heads, JobCount, JobFilter, JobSummary
 from ledger.read_models import READ_MODELS
 from ledger.reconcile_rules import OpenJob
 from ledger.token_view import TokenView, fold_token, presented
@@ -132,6 +132,13 @@ class MemoryReads(Reads):
             groups[key] = groups.get(key, 0) + 1
         return JobSummary.from_groups((*k, n) for k, n in groups.items())
 
+    def count_jobs(self) -> list[JobCount]:
+        groups: dict[tuple[bool, str, str | None, str], int] = {}
+        for v in self.state.jobs.values():
+            key = (v.accepted, v.status.value, v.code.value if v.code else None, v.tool)
+            groups[key] = groups.get(key, 0) + 1
+        return [JobCount(*k, jobs=n) for k, n in sorted(groups.items(), key=_group_order)]
+
     # --- brakes ---------------------------------------------------------------------------
 
     def active_brakes(self) -> list[BrakeView]:
@@ -223,3 +230,8 @@ class MemoryReads(Reads):
         keys = sorted(k for k in views if after is None or k > after)[:limit]
         # A memory ledger keeps the views alone: its rows are what the SQL tables would hold.
         return [_MODELS[table].row(k, views[k]) for k in keys]
+
+
+def _group_order(item: tuple[tuple[bool, str, str | None, str], int]) -> tuple[object, ...]:
+    (accepted, status, code, tool), _ = item
+    return (accepted, status, code or "", tool)

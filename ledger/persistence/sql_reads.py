@@ -40,7 +40,7 @@ from ledger.job_view import JobView
 from ledger.persistence.base import Reads
 from ledger.persistence.errors import translated
 from ledger.persistence.schema import READ_MODEL_TABLES, events, jobs, leases, tokens
-from ledger.queries import EventFilter, Heads, JobFilter, JobSummary
+from ledger.queries import EventFilter, Heads, JobCount, JobFilter, JobSummary
 from ledger.reconcile_rules import OpenJob
 from ledger.token_view import TokenView, fold_token, presented
 
@@ -227,6 +227,11 @@ class SqlReads(Reads):
             query = query.where(jobs.c.created_at < until)
         query = query.group_by(jobs.c.status, jobs.c.code, jobs.c.tool, jobs.c.account)
         return JobSummary.from_groups(self.conn.execute(query))
+
+    def count_jobs(self) -> list[JobCount]:
+        columns = (jobs.c.accepted, jobs.c.status, jobs.c.code, jobs.c.tool)
+        query = select(*columns, func.count()).group_by(*columns).order_by(*columns)
+        return [JobCount(bool(a), s, c, t, int(n)) for a, s, c, t, n in self.conn.execute(query)]
 
     # --- brakes ---------------------------------------------------------------------------
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 
+from ledger import event_log
 from ledger.brake_view import BrakeView
 from ledger.brakes import brake_stream, parse_scope
 from ledger.errors import BrakeNotFoundError, RequestError
@@ -23,7 +24,9 @@ def pull(ledger: Ledger, scope: str, reason: str, operator: str) -> BrakeView:
     with ledger.store.transaction() as tx:
         tx.lock(BRAKES_LOCK)  # exclusive: waits for claims in flight, then holds new ones
         event = NewEvent(payload=payload, actor=operator)
-        return tx.append(brake_stream(brake_id), [event], NO_STREAM).brake
+        pulled = tx.append(brake_stream(brake_id), [event], NO_STREAM).brake
+    event_log.brake(pulled, "pulled")
+    return pulled
 
 
 def release(ledger: Ledger, brake_id: str, reason: str, operator: str) -> BrakeView:
@@ -34,7 +37,9 @@ def release(ledger: Ledger, brake_id: str, reason: str, operator: str) -> BrakeV
             state = "already released" if current else "unknown"
             raise BrakeNotFoundError(f"brake {brake_id} is {state}")
         event = NewEvent(payload=payload, actor=operator)
-        return tx.append(brake_stream(brake_id), [event], 1).brake
+        released = tx.append(brake_stream(brake_id), [event], 1).brake
+    event_log.brake(released, "released")
+    return released
 
 
 def active(ledger: Ledger) -> list[BrakeView]:

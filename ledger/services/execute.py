@@ -13,9 +13,11 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from ledger import event_log
 from ledger.batching import DaemonThreads, GroupCommit
 from ledger.brakes import brake_error
 from ledger.classify import Attempt, failure_event, outcome_event, scrubbed_error
+from ledger.clock import now
 from ledger.codes import Code
 from ledger.decisions import describe_fields
 from ledger.dispatch import Dispatcher
@@ -42,6 +44,7 @@ from ledger.services.work import (
     record_outcome,
     renew_lease,
 )
+from ledger.telemetry import telemetry
 from ledger.tools import ToolContext, ToolSpec, get_tool
 
 log = logging.getLogger(__name__)
@@ -80,10 +83,14 @@ class Executor:
 
     def execute(self, job_id: str) -> Execution:
         claimed = self.claims.submit(ClaimRequest(job_id, self.worker_id, self.lease_s))
+        if claimed.result is ClaimResult.HALTED and claimed.view is not None:
+            self._observe_halt(claimed.view)
         if claimed.result is not ClaimResult.CLAIMED:
             return Execution(job_id, claimed.result)
         assert claimed.view is not None
         view = claimed.view
+        if view.attempts == 1:  # the first start: how long the job waited in the queue
+            telemetry().queue_waited((view.updated_at - view.created_at).total_seconds())
         spec = get_tool(view.tool)
         payload = self._run(spec, view) if spec else _missing_tool(view)
         event = NewEvent(payload=payload, actor=self.worker_id)
@@ -91,12 +98,27 @@ class Executor:
             recorded = record_outcome(self.ledger, view, event, retry_for_s=OUTCOME_WRITE_BUDGET_S)
         except StorageUnavailableError as exc:
             # The tool ran: never claim it again. The reconciler will see the lease lapse.
+            telemetry().outcome_unrecorded(view.tool)
             raise OutcomeUnrecordedError(job_id, payload.type) from exc
+        self._observe_outcome(view, payload, recorded.late)
         retry = None
         if isinstance(payload, WorkRetryScheduled) and not recorded.late:
             retry = max(0.0, (payload.due_at - datetime.now(UTC)).total_seconds())
             self._dispatch_retry(job_id, retry)
         return Execution(job_id, claimed.result, payload.type, recorded.late, retry)
+
+    def _observe_outcome(self, view: JobView, payload: Payload, late: bool) -> None:
+        event_log.outcome(view, payload, self.worker_id, late)
+        status = event_log.STATUS_AFTER.get(payload.type)
+        if status is not None and status.terminal and not late:
+            elapsed = (now() - view.created_at).total_seconds()
+            telemetry().outcome_recorded(view.tool, status.value, elapsed)
+
+    def _observe_halt(self, view: JobView) -> None:
+        """A brake held the job at its claim: `work.halted` is its outcome."""
+        halted = WorkHalted(attempt=view.attempts + 1, error=view.error) if view.error else None
+        if halted is not None:
+            self._observe_outcome(view, halted, late=False)
 
     def _run(self, spec: ToolSpec, view: JobView) -> Payload:
         attempt = view.attempts
@@ -158,9 +180,13 @@ class Executor:
 
     def _heartbeat(self, job_id: str, attempt: int) -> None:
         try:
-            renew_lease(self.ledger, job_id, attempt, self.lease_s)
+            renewed = renew_lease(self.ledger, job_id, attempt, self.lease_s)
         except LedgerError as exc:  # the lease lapses; the reconciler will judge
+            telemetry().lease_renewal_failed()
             log.warning("lease renewal for job %s failed: %s", job_id, exc)
+            return
+        if not renewed:  # the lease is no longer this attempt's: the reconciler judged it
+            telemetry().lease_renewal_failed()
 
     def _checkpoint(self, view: JobView) -> None:
         try:

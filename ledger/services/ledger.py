@@ -6,6 +6,8 @@ manager), so connection pools are made and released in one place.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Sequence
 from types import TracebackType
 from typing import Self
 
@@ -13,6 +15,7 @@ from ledger.batching import GroupCommit
 from ledger.persistence.base import JobAppend, JobAppended, Store
 from ledger.persistence.open import open_store
 from ledger.settings import load_settings
+from ledger.telemetry import telemetry
 
 
 class Ledger:
@@ -20,8 +23,14 @@ class Ledger:
         self.store = store
         # Job appends from any thread of this process commit in groups: one transaction and
         # one commit for whatever gathered while the previous group was being written.
-        self.appends: GroupCommit[JobAppend, JobAppended] = GroupCommit(store.append_jobs)
+        self.appends: GroupCommit[JobAppend, JobAppended] = GroupCommit(self._append_jobs)
         self._request_key: bytes | None = None
+
+    def _append_jobs(self, items: Sequence[JobAppend]) -> list[JobAppended]:
+        start = time.perf_counter()
+        done = self.store.append_jobs(items)
+        telemetry().appended(time.perf_counter() - start, len(items))
+        return done
 
     @property
     def request_key(self) -> bytes:

@@ -13,13 +13,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from ledger import event_log
 from ledger.clock import now
 from ledger.dispatch import Dispatcher
 from ledger.errors import AlreadyTerminalError, ConcurrencyError, DispatchError, LedgerError
 from ledger.events import NewEvent, job_stream
+from ledger.job_view import JobView
 from ledger.reconcile_rules import Finding, ReconcilePolicy, dispatch_cutoff, findings
 from ledger.services.ledger import Ledger
 from ledger.settings import Settings
+from ledger.telemetry import telemetry
 
 log = logging.getLogger(__name__)
 ACTOR = "reconciler"
@@ -59,9 +62,11 @@ def reconcile_once(
     with ledger.store.reading() as reads:
         candidates = reads.overdue_jobs(moment, dispatch_cutoff(moment, policy))
     result = Pass(examined=len(candidates))
+    seen = {c.view.job_id: c.view for c in candidates}
     for finding in findings(candidates, moment, policy):
         if _record(ledger, finding):
             result.recorded.append(f"{finding.payload.type} {finding.job_id}")
+            _observe(seen[finding.job_id], finding, moment)
             if finding.dispatch and dispatcher is not None:
                 _dispatch(dispatcher, finding.job_id, result)
         else:
@@ -80,6 +85,14 @@ def _record(ledger: Ledger, finding: Finding) -> bool:
     except (ConcurrencyError, AlreadyTerminalError):
         return False  # the job moved since we looked: someone else settled it
     return True
+
+
+def _observe(view: JobView, finding: Finding, moment: datetime) -> None:
+    event_log.finding(view, finding.payload)
+    status = event_log.STATUS_AFTER.get(finding.payload.type)
+    if status is not None and status.terminal:
+        seconds = (moment - view.created_at).total_seconds()
+        telemetry().outcome_recorded(view.tool, status.value, seconds)
 
 
 def _dispatch(dispatcher: Dispatcher, job_id: str, result: Pass) -> None:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
+from ledger import event_log
 from ledger.brakes import brake_error, holding, scopes_for
 from ledger.clock import now
 from ledger.decisions import (
@@ -50,6 +51,8 @@ def submit(
     the key was used with another body."""
     submitted = _decide_grouped(ledger, caller, request) or _decide_locked(ledger, caller, request)
     view = submitted.view
+    if not submitted.replayed:
+        event_log.decision(view)
     if dispatcher is not None and view.accepted and not submitted.replayed:
         try:
             dispatcher.dispatch(view.job_id)

@@ -1,0 +1,42 @@
+"""A worker's logs and metrics (docs/operations.md), hooked to Celery's signals.
+
+- OUTCOMES_LOG_FORMAT=json: Celery leaves logging to us and every line, Celery's own included,
+  is one JSON object (in text mode Celery's usual format is kept).
+- Every worker feeds its latency histograms and failure counters; with OUTCOMES_METRICS_PORT it
+  serves them on that port (prefork: summed over its pool processes through
+  PROMETHEUS_MULTIPROC_DIR).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery.signals import setup_logging, worker_init
+
+from ledger.errors import ConfigurationError
+from ledger.settings import load_settings
+from observability import exposition, logs, metrics
+
+
+def _json_logging(loglevel: Any = "INFO", **_: Any) -> None:
+    logs.install("json", loglevel or "INFO")
+
+
+if load_settings().log_format == "json":
+    # A receiver of setup_logging replaces Celery's own logging setup (in every pool process).
+    setup_logging.connect(_json_logging, weak=False)
+
+
+@worker_init.connect
+def _metrics(**_: Any) -> None:
+    """In the worker's main process, before its pool starts (pool processes inherit it)."""
+    metrics.install()
+    settings = load_settings()
+    if settings.metrics_port is not None:
+        exposition.serve_process_metrics(settings.metrics_host, settings.metrics_port)
+
+
+def check(pool: str) -> None:
+    """Refuse, before starting, metrics a worker could not serve as configured."""
+    if reason := metrics.check_worker(load_settings(), pool):
+        raise ConfigurationError(reason)
