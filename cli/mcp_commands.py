@@ -22,8 +22,14 @@ TOKEN_ENV = "OUTCOMES_TOKEN"
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help=f"Read the token from this file instead of {TOKEN_ENV}.",
 )
+@click.option(
+    "--home",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="Run in this folder: the one `outcomes serve` runs in, on embedded defaults (its "
+    "ledger and broker are under ./.outcomes/ there).",
+)
 @reports_errors
-def mcp(token_file: Path | None) -> None:
+def mcp(token_file: Path | None, home: Path | None) -> None:
     """Serve the tools this token may call as MCP tools, over stdin/stdout.
 
     The token (an agent token: `outcomes tokens create --role agent`) comes from OUTCOMES_TOKEN
@@ -34,6 +40,8 @@ def mcp(token_file: Path | None) -> None:
     from workers.dispatch import dispatcher_from_settings
 
     token = (token_file.read_text() if token_file else os.environ.get(TOKEN_ENV, "")).strip()
+    if home is not None:
+        os.chdir(home)  # before the settings are read: the embedded paths are relative
     if not token:
         fail(f"no token: set {TOKEN_ENV} or pass --token-file (outcomes tokens create)")
     settings = load_settings()
