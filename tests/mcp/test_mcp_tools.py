@@ -214,3 +214,18 @@ def test_over_stdio_no_valid_token_exits_with_the_reason(
     reason = errlog_path.read_text()
     expected = "no token: set OUTCOMES_TOKEN" if token == "none" else "is not a valid token"
     assert expected in reason
+
+
+def test_the_same_idempotency_key_answers_the_same_job(ledger: Served) -> None:
+    async def main() -> tuple[dict[str, Any], dict[str, Any], types.CallToolResult]:
+        async with connect(ledger, "http", ledger.agent) as session:
+            args = {"issue_ref": "T-1", "_idempotency_key": "mcp-key-1"}
+            first = structured(await session.call_tool("tracker__read_issue", args))
+            again = structured(await session.call_tool("tracker__read_issue", args))
+            other = {"issue_ref": "T-2", "_idempotency_key": "mcp-key-1"}
+            conflict = await session.call_tool("tracker__read_issue", other)
+            return first, again, conflict
+
+    first, again, conflict = anyio.run(main)
+    assert first["job_id"] == again["job_id"] and again["status"] == "succeeded"
+    assert conflict.is_error and structured(conflict)["error"]["code"] == "INPUT_INVALID"
