@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 from typing import IO
 
 import httpx2
+from mcp.client import Client
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -46,3 +47,18 @@ async def connect(
     ):
         await session.initialize()
         yield session
+
+
+@asynccontextmanager
+async def modern_client(served: Served, transport: str, token: str) -> AsyncIterator[Client]:
+    """The SDK's high-level `Client` (mode "auto": the current protocol where offered)."""
+    if transport == "stdio":
+        async with Client(stdio_params(served, token)) as client:
+            yield client
+        return
+    headers = {"Authorization": f"Bearer {token}"}
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=120)) as http,
+        Client(streamable_http_client(served.base_url + "/mcp", http_client=http)) as client,
+    ):
+        yield client

@@ -14,8 +14,9 @@ import anyio
 import mcp_types as types
 import pytest
 from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from tests.mcp.clients import TRANSPORTS, connect
+from tests.mcp.clients import TRANSPORTS, connect, modern_client
 from tests.mcp.serving import READ_ISSUE, Served, served
 
 pytestmark = pytest.mark.timeout(240)
@@ -229,3 +230,28 @@ def test_the_same_idempotency_key_answers_the_same_job(ledger: Served) -> None:
     first, again, conflict = anyio.run(main)
     assert first["job_id"] == again["job_id"] and again["status"] == "succeeded"
     assert conflict.is_error and structured(conflict)["error"]["code"] == "INPUT_INVALID"
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_the_sdk_client_on_the_current_protocol_gets_the_same_answers(
+    ledger: Served, transport: str
+) -> None:
+    """`mcp.Client` negotiates the per-request protocol (no handshake) where the server has it."""
+    progress: list[str] = []
+
+    async def heard(done: float, total: float | None, message: str | None) -> None:
+        progress.append(message or "")
+
+    async def main() -> tuple[str, types.CallToolResult, types.CallToolResult]:
+        async with modern_client(ledger, transport, ledger.agent) as client:
+            ok = await client.call_tool(
+                "tracker__read_issue", {"issue_ref": "T-1"}, progress_callback=heard
+            )
+            refused = await client.call_tool("tracker__read_issue", {})
+            return client.session.protocol_version, ok, refused
+
+    version, ok, refused = anyio.run(main)
+    assert version in MODERN_PROTOCOL_VERSIONS
+    assert not ok.is_error and structured(ok)["status"] == "succeeded"
+    assert refused.is_error and structured(refused)["error"]["code"] == "INPUT_MISSING"
+    assert progress  # the wait reported at least the job's first status
