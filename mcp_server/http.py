@@ -29,6 +29,7 @@ from mcp_server.watch import Watcher
 
 PATH = "/mcp"
 TOKEN_KEY = "outcomes.token"  # the authenticated TokenView, in the request's ASGI scope
+UNAUTHENTICATED = -32001  # a server-defined JSON-RPC error code (the range JSON-RPC leaves free)
 
 
 class McpHttp:
@@ -94,7 +95,7 @@ async def _unauthorized(send: Send) -> None:
             "jsonrpc": "2.0",
             "id": None,
             "error": {
-                "code": -32001,
+                "code": UNAUTHENTICATED,
                 "message": NOT_AUTHENTICATED,
                 "data": {"error": error.model_dump(mode="json")},
             },

@@ -13,10 +13,12 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
+from mcp.client.session import ClientSession
+from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from tests.mcp.clients import TRANSPORTS, connect, modern_client
+from tests.mcp.clients import TRANSPORTS, connect, modern_client, stdio_params
 from tests.mcp.serving import READ_ISSUE, Served, served
 
 pytestmark = pytest.mark.timeout(240)
@@ -255,3 +257,17 @@ def test_the_sdk_client_on_the_current_protocol_gets_the_same_answers(
     assert not ok.is_error and structured(ok)["status"] == "succeeded"
     assert refused.is_error and structured(refused)["error"]["code"] == "INPUT_MISSING"
     assert progress  # the wait reported at least the job's first status
+
+
+def test_over_stdio_the_token_may_come_from_a_file(ledger: Served, tmp_path: Path) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text(ledger.read_only + "\n")
+    params = stdio_params(ledger, None)
+    params = params.model_copy(update={"args": [*params.args, "--token-file", str(token_file)]})
+
+    async def main() -> set[str]:
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            return {tool.name for tool in (await session.list_tools()).tools}
+
+    assert "tracker__read_issue" in anyio.run(main)
