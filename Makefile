@@ -35,6 +35,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.reconcile
 	$(BIN)/python -m bench.poll
 	$(BIN)/python -m bench.scrub
+	$(BIN)/python -m bench.mcp
 
 soak: $(STAMP)
 	$(BIN)/python -m pytest -m soak

@@ -8,8 +8,9 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from starlette.routing import Route
 
-from api import audit, brakes, handlers, health, jobs_read, jobs_submit, metrics
+from api import audit, brakes, catalog, handlers, health, jobs_read, jobs_submit, metrics
 from api.limits import MAX_BODY_BYTES, BodyLimitMiddleware
 from api.openapi import build_openapi
 from api.state import ApiState
@@ -19,6 +20,8 @@ from ledger.services import admin
 from ledger.services.ledger import Ledger, open_ledger
 from ledger.settings import load_settings
 from ledger.tools import load_tool_modules
+from mcp_server.http import PATH as MCP_PATH
+from mcp_server.http import McpHttp
 
 log = logging.getLogger(__name__)
 ROLE_CHECK = "outcomes-role-check"  # the thread that warns about a too powerful database role
@@ -43,6 +46,7 @@ def create_app(
     owned = ledger is None  # opened here, so closed here
     opened = ledger if ledger is not None else open_ledger(settings.database_url)
     state = ApiState(ledger=opened, dispatcher=dispatcher, waiter=JobWaiter(opened))
+    mcp = McpHttp(opened, dispatcher, state.waiter)  # MCP tool calls wait on the same waiter
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -52,7 +56,8 @@ def create_app(
             target=_warn_if_privileged, args=(opened,), name=ROLE_CHECK, daemon=True
         ).start()
         try:
-            yield
+            async with mcp.running():
+                yield
         finally:
             await state.waiter.stop()
             if owned:
@@ -68,8 +73,11 @@ def create_app(
         redirect_slashes=False,
     )
     app.state.ledger = state
-    for module in (jobs_submit, jobs_read, audit, brakes, health, metrics):
+    for module in (jobs_submit, jobs_read, catalog, audit, brakes, health, metrics):
         app.include_router(module.router)
+    app.router.routes.append(
+        Route(MCP_PATH, mcp, methods=["GET", "POST", "DELETE"], include_in_schema=False)
+    )
     handlers.install(app)
     app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes)
     app.openapi = lambda: build_openapi(app)  # type: ignore[method-assign]

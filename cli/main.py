@@ -9,9 +9,11 @@ from cli.brake_commands import brake
 from cli.demo import demo
 from cli.jobs_commands import jobs
 from cli.ledger_commands import migrate, rebuild
+from cli.mcp_commands import mcp
 from cli.reconcile_commands import reconcile
 from cli.serve_commands import serve
 from cli.token_commands import tokens
+from cli.tool_commands import tools
 from cli.worker_commands import worker
 from observability.logs import install_if_json
 
@@ -37,6 +39,8 @@ cli.add_command(jobs)
 cli.add_command(tokens)
 cli.add_command(serve)
 cli.add_command(demo)
+cli.add_command(tools)
+cli.add_command(mcp)
 
 
 def main() -> None:

@@ -24,6 +24,7 @@ driver type.
     │   ├── TokenError                  bad account/role, unknown token
     │   ├── NotAuthenticatedError       no valid token
     │   ├── JobNotFoundError            unknown job, or not this caller's
+    │   ├── NotAnAgentError             a token that may read but not submit jobs
     │   └── InvalidCursorError          a changes-feed cursor this ledger did not issue
     ├── DigestError                 a digest file that is not one
     ├── DispatchError               the broker refused a job id
@@ -155,6 +156,13 @@ class JobNotFoundError(RequestError):
     def __init__(self, job_id: str) -> None:
         super().__init__(f"no job {job_id}")
         self.job_id = job_id
+
+
+class NotAnAgentError(RequestError):
+    """Only an agent token of one account submits jobs (operators and auditors read)."""
+
+    def __init__(self) -> None:
+        super().__init__("jobs are submitted with an agent token of one account")
 
 
 class InvalidCursorError(RequestError):

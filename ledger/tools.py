@@ -133,6 +133,11 @@ def get_tool(name: str) -> ToolSpec | None:
     return _REGISTRY.get(name)
 
 
+def registered_tools() -> list[ToolSpec]:
+    """Every registered tool, enabled or not, by name (the catalog lists them)."""
+    return [_REGISTRY[name] for name in sorted(_REGISTRY)]
+
+
 def unregister(name: str) -> None:
     """For tests that register throwaway tools."""
     _REGISTRY.pop(name, None)

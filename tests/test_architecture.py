@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("ledger", "api", "workers", "cli", "observability", "examples", "bench")
-ADAPTERS = ("api", "workers", "cli")
-FRAMEWORKS = ("celery", "kombu", "fastapi", "starlette", "click", "uvicorn", "httpx")
+PACKAGES = ("ledger", "api", "workers", "cli", "observability", "mcp_server", "examples", "bench")
+ADAPTERS = ("api", "workers", "cli", "mcp_server")
+MCP_SDK = ("mcp", "mcp_types")
+FRAMEWORKS = ("celery", "kombu", "fastapi", "starlette", "click", "uvicorn", "httpx", *MCP_SDK)
 METRICS = ("prometheus_client",)
 DRIVERS = ("sqlalchemy", "psycopg", "alembic", "sqlite3")
 
@@ -94,8 +95,20 @@ def test_adapters_do_not_import_each_other_except_the_cli_starting_them() -> Non
         and (target := name.split(".")[0]) in ADAPTERS
         and owner != target
         and not (owner == "cli" and name in CLI_ENTRY_POINTS)
+        and not (owner == "api" and name in API_MOUNTS)
     ]
     assert crossing == []
+
+
+def test_only_the_mcp_adapter_speaks_mcp() -> None:
+    others = tuple(a for a in ADAPTERS if a != "mcp_server")
+    assert _violations(others, MCP_SDK) == []
+
+
+def test_no_project_package_shadows_the_mcp_sdk() -> None:
+    # A top-level `mcp` package (or module) here would be imported instead of the SDK.
+    assert not (ROOT / "mcp").exists() and not (ROOT / "mcp.py").exists()
+    assert not any(module.split(".")[0] in MCP_SDK for module in GRAPH)
 
 
 # The CLI starts the API and a worker by their entry points (contract: `outcomes serve|worker`).
@@ -107,7 +120,12 @@ CLI_ENTRY_POINTS = {
     "workers.main.run_worker",
     "workers.dispatch",
     "workers.dispatch.dispatcher_from_settings",
+    "mcp_server.stdio",
+    "mcp_server.stdio.check_token",
+    "mcp_server.stdio.serve_stdio",
 }
+# The API mounts the MCP adapter's streamable HTTP transport at /mcp (one app, one port).
+API_MOUNTS = {"mcp_server.http", "mcp_server.http.PATH", "mcp_server.http.McpHttp"}
 
 
 def _edges(level: int) -> dict[str, set[str]]:

@@ -8,6 +8,7 @@
 - `brakes`    pull, release and list the emergency brake
 - `tokens`    create, revoke, list and authenticate API tokens
 - `jobs`      read jobs and their events as a given caller may see them
+- `catalog`   the tools a token may call (with its quotas' remainder), and every tool
 - `audit`     query, summarize, export, digest and verify the ledger
 - `admin`     the schema, the read models and the database roles the processes use
 

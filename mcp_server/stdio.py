@@ -1,0 +1,34 @@
+"""`outcomes mcp`: the MCP server over stdin/stdout for one token (a desktop MCP client starts
+it as a subprocess). The token is checked at start, so a missing or wrong one fails at once
+with a clear reason, and again on every request, so revoking it takes effect mid-session."""
+
+from __future__ import annotations
+
+import anyio
+import anyio.to_thread
+from mcp.server.stdio import stdio_server
+
+from ledger.dispatch import Dispatcher
+from ledger.services import tokens
+from ledger.services.ledger import Ledger
+from ledger.token_view import TokenView
+from mcp_server.server import Context, LedgerMcp
+from mcp_server.watch import PollingWatcher
+
+
+def check_token(ledger: Ledger, token: str) -> TokenView:
+    """The token's view; NotAuthenticatedError when it is not a valid token."""
+    return tokens.authenticate(ledger, token)
+
+
+def serve_stdio(ledger: Ledger, dispatcher: Dispatcher | None, token: str) -> None:
+    async def identify(_ctx: Context) -> TokenView:
+        return await anyio.to_thread.run_sync(tokens.authenticate, ledger, token)
+
+    server = LedgerMcp(ledger, dispatcher, PollingWatcher(ledger), identify).build()
+
+    async def run() -> None:
+        async with stdio_server() as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+
+    anyio.run(run)
