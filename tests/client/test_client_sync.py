@@ -13,9 +13,7 @@ import httpx
 import pytest
 from outcomes_client import AuthenticationError, Client, NotFound, WaitTimeout
 
-from tests.client.served import Served, served
-
-__all__ = ["served"]
+from tests.plugins.client import Served
 
 
 class DroppingTransport(httpx.BaseTransport):

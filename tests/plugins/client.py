@@ -1,4 +1,5 @@
-"""A real `outcomes serve` on embedded defaults in a scratch folder, for the client's tests:
+"""A real `outcomes serve` on embedded defaults in a scratch folder, for the client's tests (one
+per session, started when a test first asks for `served`):
 the test tools loaded through OUTCOMES_TOOLS, one agent token per account the tests need,
 stopped by pid (its process group: serve's worker is in its own session, serve stops it)."""
 
@@ -40,7 +41,7 @@ def _create_token(home: Path, env: dict[str, str], account: str) -> str:
     return str(orjson.loads(run.stdout)["token"])
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     home = tmp_path_factory.mktemp("served")
     env = embedded_env(OUTCOMES_TOOLS="examples.seed_tools,tests.tools")
