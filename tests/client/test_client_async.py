@@ -36,9 +36,9 @@ class DroppingTransport(httpx.AsyncBaseTransport):
         await self._inner.aclose()
 
 
-def test_async_run_refusal_failure_and_events(served: Served) -> None:
+def test_async_run_refusal_failure_and_events(client_server: Served) -> None:
     async def scenario() -> None:
-        async with AsyncClient(served.base_url, served.token) as client:
+        async with AsyncClient(client_server.base_url, client_server.token) as client:
             ok, refused, failed = await asyncio.gather(
                 client.run("apitest.echo", {"text": "a"}, timeout_s=60),
                 client.run("apitest.off", {"text": "a"}, timeout_s=60),
@@ -57,12 +57,14 @@ def test_async_run_refusal_failure_and_events(served: Served) -> None:
     asyncio.run(scenario())
 
 
-def test_async_wait_reconnects(served: Served, tmp_path: Path) -> None:
+def test_async_wait_reconnects(client_server: Served, tmp_path: Path) -> None:
     gate = tmp_path / "gate"
 
     async def scenario() -> None:
         transport = DroppingTransport(drops=2, gate=gate, open_at=4)
-        async with AsyncClient(served.base_url, served.token, transport=transport) as client:
+        async with AsyncClient(
+            client_server.base_url, client_server.token, transport=transport
+        ) as client:
             submission = await client.submit("matrix.gated_read", {"gate": str(gate)})
             job = await client.wait(submission.job_id, timeout_s=90, poll_s=0.3)
         assert job.status == "succeeded" and transport.polls >= 4
@@ -70,9 +72,11 @@ def test_async_wait_reconnects(served: Served, tmp_path: Path) -> None:
     asyncio.run(scenario())
 
 
-def test_async_changes_feed(served: Served) -> None:
+def test_async_changes_feed(client_server: Served) -> None:
     async def scenario() -> None:
-        async with AsyncClient(served.base_url, served.tokens["feed-async"]) as client:
+        async with AsyncClient(
+            client_server.base_url, client_server.tokens["feed-async"]
+        ) as client:
             jobs = [
                 await client.run("apitest.echo", {"text": f"n{i}"}, timeout_s=60) for i in range(3)
             ]
@@ -83,13 +87,13 @@ def test_async_changes_feed(served: Served) -> None:
     asyncio.run(scenario())
 
 
-def test_async_http_problems_are_typed(served: Served) -> None:
+def test_async_http_problems_are_typed(client_server: Served) -> None:
     async def scenario() -> None:
-        async with AsyncClient(served.base_url, "not-a-token") as client:
+        async with AsyncClient(client_server.base_url, "not-a-token") as client:
             with pytest.raises(AuthenticationError) as denied:
                 await client.get(str(uuid.uuid4()))
             assert (denied.value.status, denied.value.code) == (401, "ACCESS_DENIED")
-        async with AsyncClient(served.base_url, served.token) as client:
+        async with AsyncClient(client_server.base_url, client_server.token) as client:
             with pytest.raises(NotFound):
                 await client.get(str(uuid.uuid4()))
 

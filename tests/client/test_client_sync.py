@@ -41,8 +41,8 @@ class DroppingTransport(httpx.BaseTransport):
         self._inner.close()
 
 
-def test_run_a_job_that_succeeds_and_read_its_events(served: Served) -> None:
-    with Client(served.base_url, served.token) as client:
+def test_run_a_job_that_succeeds_and_read_its_events(client_server: Served) -> None:
+    with Client(client_server.base_url, client_server.token) as client:
         job = client.run("apitest.echo", {"text": "hi", "times": 2}, timeout_s=60)
         assert (job.status, job.terminal, job.next_action) == ("succeeded", True, "accept")
         assert job.result == {"text": "hihi"} and job.error is None and job.attempts == 1
@@ -52,8 +52,8 @@ def test_run_a_job_that_succeeds_and_read_its_events(served: Served) -> None:
     assert events.events[0].data["args"] == {"text": "(redacted)", "times": "(redacted)"}
 
 
-def test_a_refused_job_is_an_envelope_not_an_exception(served: Served) -> None:
-    with Client(served.base_url, served.token) as client:
+def test_a_refused_job_is_an_envelope_not_an_exception(client_server: Served) -> None:
+    with Client(client_server.base_url, client_server.token) as client:
         submission = client.submit("apitest.off", {"text": "x"})
         assert submission.refused and submission.next_action == "satisfy_precondition"
         assert submission.error is not None and submission.error.code == "CAPABILITY_UNAVAILABLE"
@@ -65,22 +65,22 @@ def test_a_refused_job_is_an_envelope_not_an_exception(served: Served) -> None:
         assert client.get(submission.job_id).status == "refused"  # the same recorded decision
 
 
-def test_a_failing_job_ends_failed_with_its_code(served: Served) -> None:
-    with Client(served.base_url, served.token) as client:
+def test_a_failing_job_ends_failed_with_its_code(client_server: Served) -> None:
+    with Client(client_server.base_url, client_server.token) as client:
         job = client.run("canary.crash", {"secret": "s3cret-value"}, timeout_s=60)
     assert (job.status, job.next_action) == ("failed", "stop_and_report")
     assert job.error is not None and job.error.code == "TOOL_CRASHED"
     assert "s3cret-value" not in job.model_dump_json()
 
 
-def test_an_async_tool_runs_in_the_served_worker(served: Served, tmp_path: Path) -> None:
-    with Client(served.base_url, served.token) as client:
+def test_an_async_tool_runs_in_the_served_worker(client_server: Served, tmp_path: Path) -> None:
+    with Client(client_server.base_url, client_server.token) as client:
         job = client.run("atest.slow_async", {"folder": str(tmp_path)}, timeout_s=60)
     assert (job.status, job.error and job.error.code) == ("failed", "DEADLINE_EXCEEDED")
 
 
 def test_wait_reconnects_through_drops_and_short_server_waits(
-    served: Served, tmp_path: Path
+    client_server: Served, tmp_path: Path
 ) -> None:
     gate = tmp_path / "gate"
     # The job ends only once the gate opens, which happens after two dropped long-polls and
@@ -89,7 +89,7 @@ def test_wait_reconnects_through_drops_and_short_server_waits(
         [httpx.ConnectError, httpx.ReadTimeout],
         on_poll=lambda n: gate.touch() if n == 4 else None,
     )
-    with Client(served.base_url, served.token, transport=transport) as client:
+    with Client(client_server.base_url, client_server.token, transport=transport) as client:
         submission = client.submit("matrix.gated_read", {"gate": str(gate), "limit_s": 60})
         job = client.wait(submission.job_id, timeout_s=90, poll_s=0.3)
     assert job.status == "succeeded" and job.result == {"read": True}
@@ -97,10 +97,10 @@ def test_wait_reconnects_through_drops_and_short_server_waits(
 
 
 def test_wait_gives_up_at_its_deadline_with_the_last_envelope(
-    served: Served, tmp_path: Path
+    client_server: Served, tmp_path: Path
 ) -> None:
     gate = tmp_path / "gate"
-    with Client(served.base_url, served.token) as client:
+    with Client(client_server.base_url, client_server.token) as client:
         submission = client.submit("matrix.gated_read", {"gate": str(gate), "limit_s": 60})
         try:
             with pytest.raises(WaitTimeout) as timed_out:
@@ -112,17 +112,17 @@ def test_wait_gives_up_at_its_deadline_with_the_last_envelope(
         assert client.wait(submission.job_id, timeout_s=60).status == "succeeded"
 
 
-def test_the_same_idempotency_key_replays_the_first_answer(served: Served) -> None:
+def test_the_same_idempotency_key_replays_the_first_answer(client_server: Served) -> None:
     key = f"plan-{uuid.uuid4()}"
-    with Client(served.base_url, served.token) as client:
+    with Client(client_server.base_url, client_server.token) as client:
         first = client.submit("apitest.echo", {"text": "once"}, idempotency_key=key)
         again = client.submit("apitest.echo", {"text": "once"}, idempotency_key=key)
         ran = client.run("apitest.echo", {"text": "once"}, idempotency_key=key, timeout_s=60)
     assert first.job_id == again.job_id == ran.job_id and ran.status == "succeeded"
 
 
-def test_the_changes_feed_pages_and_resumes_from_a_cursor(served: Served) -> None:
-    with Client(served.base_url, served.tokens["feed-sync"]) as client:
+def test_the_changes_feed_pages_and_resumes_from_a_cursor(client_server: Served) -> None:
+    with Client(client_server.base_url, client_server.tokens["feed-sync"]) as client:
         jobs = [client.run("apitest.echo", {"text": f"n{i}"}, timeout_s=60) for i in range(5)]
         first = client.page(limit=2)
         assert (first.count, first.truncated) == (2, True)
@@ -143,9 +143,9 @@ def test_the_changes_feed_pages_and_resumes_from_a_cursor(served: Served) -> Non
             assert set(again) <= set(ids[i:])
 
 
-def test_http_problems_are_typed_exceptions(served: Served) -> None:
+def test_http_problems_are_typed_exceptions(client_server: Served) -> None:
     with (
-        Client(served.base_url, "not-a-token") as client,
+        Client(client_server.base_url, "not-a-token") as client,
         pytest.raises(AuthenticationError) as denied,
     ):
         client.submit("apitest.echo", {"text": "x"})
@@ -157,14 +157,17 @@ def test_http_problems_are_typed_exceptions(served: Served) -> None:
     )
     assert error.fix and error.job_id is None and error.problem.error.message
 
-    with Client(served.base_url, served.token) as client, pytest.raises(NotFound) as missing:
+    with (
+        Client(client_server.base_url, client_server.token) as client,
+        pytest.raises(NotFound) as missing,
+    ):
         client.get(str(uuid.uuid4()))
     assert missing.value.code == "REFERENCE_UNRESOLVED"
 
 
-def test_many_threads_share_one_client(served: Served) -> None:
+def test_many_threads_share_one_client(client_server: Served) -> None:
     results: list[str] = []
-    with Client(served.base_url, served.token) as client:
+    with Client(client_server.base_url, client_server.token) as client:
 
         def one(i: int) -> None:
             results.append(client.run("apitest.echo", {"text": f"t{i}"}, timeout_s=60).status)

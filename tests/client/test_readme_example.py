@@ -21,10 +21,13 @@ def example() -> str:
     return found.group(1)
 
 
-def test_the_readme_example_runs(served: Served, tmp_path: Path) -> None:
+def test_the_readme_example_runs(client_server: Served, tmp_path: Path) -> None:
     script = tmp_path / "example.py"
     script.write_text(example())
-    env = os.environ | {"OUTCOMES_URL": served.base_url, "OUTCOMES_TOKEN": served.token}
+    env = os.environ | {
+        "OUTCOMES_URL": client_server.base_url,
+        "OUTCOMES_TOKEN": client_server.token,
+    }
     run = subprocess.run(
         [sys.executable, str(script)],
         cwd=tmp_path,

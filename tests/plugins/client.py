@@ -1,5 +1,5 @@
 """A real `outcomes serve` on embedded defaults in a scratch folder, for the client's tests (one
-per session, started when a test first asks for `served`):
+per session, started when a test first asks for `client_server`):
 the test tools loaded through OUTCOMES_TOOLS, one agent token per account the tests need,
 stopped by pid (its process group: serve's worker is in its own session, serve stops it)."""
 
@@ -42,8 +42,8 @@ def _create_token(home: Path, env: dict[str, str], account: str) -> str:
 
 
 @pytest.fixture(scope="session")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    home = tmp_path_factory.mktemp("served")
+def client_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    home = tmp_path_factory.mktemp("client_server")
     env = embedded_env(OUTCOMES_TOOLS="examples.seed_tools,tests.tools")
     subprocess.run(outcomes_argv("migrate"), cwd=home, env=env, check=True, timeout=120)
     tokens = {account: _create_token(home, env, account) for account in ACCOUNTS}
