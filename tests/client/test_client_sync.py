@@ -10,6 +10,7 @@ import uuid
 from pathlib import Path
 
 import httpx
+import orjson
 import pytest
 from outcomes_client import AuthenticationError, Client, NotFound, WaitTimeout
 
@@ -178,3 +179,36 @@ def test_many_threads_share_one_client(client_server: Served) -> None:
         for thread in threads:
             thread.join(90)
     assert results == ["succeeded"] * 4
+
+
+class AnswerLostTransport(httpx.BaseTransport):
+    """Delivers the first submit to the API, then loses its answer (a read timeout)."""
+
+    def __init__(self) -> None:
+        self._inner = httpx.HTTPTransport()
+        self.keys: list[str] = []
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        response = self._inner.handle_request(request)
+        if request.method == "POST":
+            self.keys.append(orjson.loads(request.content)["idempotency_key"])
+            if len(self.keys) == 1:
+                response.read()
+                raise httpx.ReadTimeout("answer lost by the test", request=request)
+        return response
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+def test_run_sends_a_submit_whose_answer_was_lost_again_and_one_job_is_recorded(
+    client_server: Served,
+) -> None:
+    transport = AnswerLostTransport()
+    token = client_server.tokens["replay"]
+    with Client(client_server.base_url, token, transport=transport) as client:
+        job = client.run("apitest.echo", {"text": "once"}, timeout_s=60)
+        recorded = list(client.changes())
+    assert job.status == "succeeded"
+    assert len(transport.keys) == 2 and transport.keys[0] == transport.keys[1]  # same key
+    assert [c.job.job_id for c in recorded] == [job.job_id]  # the retry was a replay

@@ -21,7 +21,7 @@ import pytest
 from tests.cli.test_processes import embedded_env, free_port, outcomes_argv
 from tests.plugins.deployments import wait_until
 
-ACCOUNTS = ("acme", "feed-sync", "feed-async")
+ACCOUNTS = ("acme", "feed-sync", "feed-async", "replay")
 
 
 @dataclass(frozen=True)
