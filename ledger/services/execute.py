@@ -145,7 +145,10 @@ class Executor:
                 try:
                     return future.result(timeout=wait)
                 except TimeoutError:
-                    pass
+                    # The tool's own TimeoutError (`asyncio.wait_for` raises it) is a result,
+                    # not this wait running out: never spin on it until the deadline.
+                    if future.done():
+                        raise
             moment = time.monotonic()
             if moment >= deadline:
                 # A thread cannot be killed, a task can be cancelled (CancelledError at its

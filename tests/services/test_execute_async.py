@@ -77,6 +77,17 @@ async def forgot_await(args: Note, ctx: ToolContext) -> object:
     return _work(ctx.job_id)  # an async tool returning an un-awaited coroutine
 
 
+@tool("aexec.own_timeout", timeout_s=300, max_attempts=1)
+async def own_timeout(args: Note, ctx: ToolContext) -> Succeeded:
+    await asyncio.wait_for(asyncio.Event().wait(), 0.01)  # raises the builtin TimeoutError
+    return Succeeded()
+
+
+@tool("aexec.sync_own_timeout", timeout_s=300, max_attempts=1)
+def sync_own_timeout(args: Note, ctx: ToolContext) -> Succeeded:
+    raise TimeoutError("the provider did not answer")
+
+
 def run(ledger: Ledger, tool_name: str, args: dict[str, object] | None = None) -> JobView:
     job = submit(ledger, AGENT, JobRequest(tool_name, args or {})).view
     Executor(ledger, "w-1").execute(job.job_id)
@@ -160,3 +171,13 @@ def test_a_returned_coroutine_is_a_typed_failure_and_never_runs(
     assert "coroutine" in failed.data["detail"]
     assert view.job_id not in RAN  # the coroutine was closed, not run
     assert not [w for w in recwarn if "never awaited" in str(w.message)]
+
+
+@pytest.mark.parametrize("tool_name", ["aexec.own_timeout", "aexec.sync_own_timeout"])
+def test_a_tools_own_timeout_error_is_its_crash_not_the_deadline(
+    memory_ledger: Ledger, tool_name: str
+) -> None:
+    """Before: the waiting thread took the tool's TimeoutError for its own wait running out and
+    spun until the tool's 300 s deadline, then recorded DEADLINE_EXCEEDED."""
+    view = run(memory_ledger, tool_name)
+    assert (view.status, view.code) == (Status.FAILED, Code.TOOL_CRASHED)
