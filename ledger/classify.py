@@ -12,7 +12,7 @@ from typing import Any
 
 from ledger.codes import Code, OutcomeMissingCause
 from ledger.error_info import ErrorInfo
-from ledger.errors import DeadlineExceeded
+from ledger.errors import AwaitableReturned, DeadlineExceeded
 from ledger.events import (
     JobOutcomeMissing,
     Payload,
@@ -134,6 +134,16 @@ def _describe(
             retryable=True,
             fix="narrow the request or raise the tool's timeout_s",
             message=f"The tool did not finish within {exc.timeout_s:g} seconds.",
+        )
+        return error, None, str(exc)
+    if isinstance(exc, AwaitableReturned):
+        error = ErrorInfo(
+            code=Code.TOOL_CRASHED,
+            dependency=tool,
+            operation="run the tool",
+            retryable=False,
+            fix="declare the tool `async def` (or await inside it) so the worker awaits it",
+            message="The tool handed back work it never ran; nothing it did can be trusted.",
         )
         return error, None, str(exc)
     error = ErrorInfo(

@@ -34,6 +34,7 @@ Outside the tree, because they are not failures of the ledger:
 - `ToolFailure`: a tool's deliberate, typed failure (tool authors raise it; re-exported by
   `ledger.outcomes`, where the tool authors' API names it);
 - `BrakeEngaged`, `DeadlineExceeded`: how a running tool is stopped;
+- `AwaitableReturned`: a tool declared `def` returned a coroutine (recorded `TOOL_CRASHED`);
 - `JobStreamError`: a job stream out of the contract's order (a bug, never user input).
 """
 
@@ -257,6 +258,15 @@ class DeadlineExceeded(Exception):
     def __init__(self, timeout_s: float) -> None:
         super().__init__(f"the tool ran past its {timeout_s:g} s deadline")
         self.timeout_s = timeout_s
+
+
+class AwaitableReturned(Exception):
+    """A tool returned an awaitable (a `def` returning a coroutine, an `async def` that forgot an
+    `await`): its work never ran to an outcome, so it is a failure, never a success."""
+
+    def __init__(self, returned: str) -> None:
+        super().__init__(f"the tool returned {returned} instead of an outcome (never awaited)")
+        self.returned = returned
 
 
 class JobStreamError(ValueError):

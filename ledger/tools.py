@@ -3,11 +3,16 @@
     @tool("tracker.read_issue", spends=False, timeout_s=30, max_attempts=3)
     def read_issue(args: ReadIssue, ctx: ToolContext) -> Succeeded | Declined | Partial: ...
 
-The args model is the annotation of the function's first parameter.
+    @tool("tracker.fetch_issues")
+    async def fetch_issues(args: FetchIssues, ctx: ToolContext) -> Succeeded: ...
+
+The args model is the annotation of the function's first parameter. An `async def` tool runs
+on the worker's event loop under the same deadline, lease and outcome rules as a `def` one.
 """
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import inspect
 import re
@@ -62,6 +67,16 @@ class ToolContext:
         """Re-check the brake between steps of long work; raises `BrakeEngaged` if pulled."""
         self._checkpoint()
 
+    # For `async def` tools: the same calls read the ledger, so they run on a thread instead
+    # of blocking the event loop every async tool of the process shares.
+    async def aheartbeat(self) -> None:
+        """`heartbeat()` for async tools: `await ctx.aheartbeat()`."""
+        await asyncio.to_thread(self._heartbeat)
+
+    async def acheckpoint(self) -> None:
+        """`checkpoint()` for async tools: `await ctx.acheckpoint()` raises `BrakeEngaged`."""
+        await asyncio.to_thread(self._checkpoint)
+
 
 ToolFunction = Callable[[Any, ToolContext], Any]
 
@@ -77,6 +92,7 @@ class ToolSpec:
     quota: Quota | None = None
     enabled: bool = True
     description: str = field(default="")
+    is_async: bool = False  # an `async def`: the worker awaits it on its event loop
 
 
 _REGISTRY: dict[str, ToolSpec] = {}
@@ -98,6 +114,8 @@ def tool(
         raise ConfigurationError(f"tool {name}: timeout_s must be > 0 and max_attempts >= 1")
 
     def register(func: ToolFunction) -> ToolFunction:
+        if inspect.isasyncgenfunction(func) or inspect.isgeneratorfunction(func):
+            raise ConfigurationError(f"tool {name}: a generator cannot return one outcome")
         spec = ToolSpec(
             name=name,
             func=func,
@@ -108,6 +126,7 @@ def tool(
             quota=quota,
             enabled=enabled,
             description=inspect.getdoc(func) or "",
+            is_async=inspect.iscoroutinefunction(func),
         )
         existing = _REGISTRY.get(name)
         if existing is not None and existing.func.__qualname__ != func.__qualname__:

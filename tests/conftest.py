@@ -10,6 +10,7 @@ pytest_plugins = [
     "tests.plugins.matrix",
     "tests.plugins.api",
     "tests.plugins.cli",
+    "tests.plugins.client",
 ]
 
 # Helper modules of split test files: their asserts keep pytest's detailed failure messages.

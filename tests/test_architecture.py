@@ -4,6 +4,7 @@ import circle. Every import counts, at module level or inside a function."""
 from __future__ import annotations
 
 import ast
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -167,6 +168,22 @@ def _cycle(edges: dict[str, set[str]]) -> list[str] | None:
 def test_no_import_circle(level: int) -> None:
     """Between top-level packages (1), their first rooms (2) and the modules below (3)."""
     assert _cycle(_edges(level)) is None
+
+
+CLIENT = ROOT / "client" / "outcomes_client"
+CLIENT_MAY_IMPORT = {"httpx", "pydantic", "outcomes_client", *sys.stdlib_module_names}
+
+
+def test_the_client_imports_nothing_of_the_server() -> None:
+    """Agents install the client alone: the standard library, httpx, pydantic and itself."""
+    sources = sorted(CLIENT.rglob("*.py"))
+    foreign = sorted(
+        f"{path.relative_to(ROOT)} imports {name}"
+        for path in sources
+        for name in imports_of(path)
+        if name.split(".")[0] not in CLIENT_MAY_IMPORT
+    )
+    assert sources and foreign == []
 
 
 def test_the_scan_sees_what_it_checks() -> None:

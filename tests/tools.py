@@ -13,6 +13,7 @@ gates to make a tool finish at a chosen moment (while Postgres is down, after a 
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import threading
@@ -419,3 +420,90 @@ def canary_late(args: Secret, ctx: ToolContext) -> Succeeded:
     """Crashes with its argument once the test lets it go (after the job was closed)."""
     CANARY_GATE.wait(30)
     raise RuntimeError(f"late: {args.secret}")
+
+
+# --- async tools: run on the worker's event loop beside the sync ones -------------------------
+
+
+class Meet(BaseModel):
+    """Two jobs that meet: each writes `<folder>/<me>`, then waits for `<folder>/<other>`."""
+
+    folder: str
+    me: str
+    other: str
+    limit_s: float = Field(default=30.0, gt=0, le=60)
+
+
+def _where(ctx: ToolContext) -> dict[str, Any]:
+    return {"pid": os.getpid(), "thread": threading.current_thread().name, "attempt": ctx.attempt}
+
+
+@tool("atest.meet_async", timeout_s=60, max_attempts=1)
+async def meet_async(args: Meet, ctx: ToolContext) -> Succeeded:
+    """Succeeds only if its partner runs at the same time (in the same worker, for the test)."""
+    Path(args.folder, args.me).touch()
+    deadline = time.monotonic() + args.limit_s
+    while not Path(args.folder, args.other).exists():
+        if time.monotonic() > deadline:
+            raise ToolFailure(
+                code=Code.SOURCE_UNRELIABLE,
+                dependency="partner",
+                operation="meet",
+                message="The partner never came.",
+            )
+        await asyncio.sleep(GATE_POLL_S)
+    await ctx.aheartbeat()
+    return Succeeded(result=_where(ctx))
+
+
+@tool("atest.meet_sync", timeout_s=60, max_attempts=1)
+def meet_sync(args: Meet, ctx: ToolContext) -> Succeeded:
+    Path(args.folder, args.me).touch()
+    wait_for_gate(str(Path(args.folder, args.other)), args.limit_s)
+    if not Path(args.folder, args.other).exists():
+        raise ToolFailure(
+            code=Code.SOURCE_UNRELIABLE,
+            dependency="partner",
+            operation="meet",
+            message="The partner never came.",
+        )
+    return Succeeded(result=_where(ctx))
+
+
+class AsyncSteps(BaseModel):
+    folder: str  # one file per step done: `<folder>/step-<n>`
+    steps: int = Field(default=200, ge=1, le=1000)
+    step_s: float = Field(default=0.05, ge=0, le=5)
+
+
+@tool("atest.slow_async", timeout_s=0.5, max_attempts=1)
+async def slow_async(args: AsyncSteps, ctx: ToolContext) -> Succeeded:
+    """Outlives its deadline; records whether the deadline cancelled it."""
+    try:
+        await asyncio.sleep(60)
+    except asyncio.CancelledError:
+        Path(args.folder, "cancelled").touch()
+        raise
+    return Succeeded()
+
+
+@tool("atest.steps_async", spends=True, timeout_s=60)
+async def steps_async(args: AsyncSteps, ctx: ToolContext) -> Succeeded:
+    """Long multi-step async work that re-checks the brake before every step."""
+    for step in range(args.steps):
+        await ctx.acheckpoint()
+        Path(args.folder, f"step-{step}").touch()
+        await asyncio.sleep(args.step_s)
+    effect(ctx)
+    return Succeeded(result={"steps": args.steps})
+
+
+async def _never_awaited(folder: str) -> Succeeded:
+    Path(folder, "ran").touch()
+    return Succeeded()
+
+
+@tool("atest.sync_returns_coroutine", max_attempts=1)
+def sync_returns_coroutine(args: AsyncSteps, ctx: ToolContext) -> Any:
+    """Declared `def`, hands back a coroutine: must be a typed failure, never success."""
+    return _never_awaited(args.folder)

@@ -4,6 +4,7 @@ of Celery: the worker adapter calls `Executor.execute` with a job id."""
 
 from __future__ import annotations
 
+import inspect
 import logging
 import time
 from concurrent.futures import Future
@@ -23,6 +24,7 @@ from ledger.decisions import describe_fields
 from ledger.dispatch import Dispatcher
 from ledger.error_info import ErrorInfo
 from ledger.errors import (
+    AwaitableReturned,
     BrakeEngaged,
     DeadlineExceeded,
     DispatchError,
@@ -45,6 +47,7 @@ from ledger.services.work import (
     renew_lease,
 )
 from ledger.telemetry import telemetry
+from ledger.tool_loop import SHARED, ToolLoop
 from ledger.tools import ToolContext, ToolSpec, get_tool
 
 log = logging.getLogger(__name__)
@@ -70,12 +73,14 @@ class Executor:
         worker_id: str,
         dispatcher: Dispatcher | None = None,
         lease_s: float = 30.0,
+        loop: ToolLoop = SHARED,
     ) -> None:
         self.ledger = ledger
         self.worker_id = worker_id
         self.dispatcher = dispatcher  # None: retries wait for the reconciler to dispatch them
         self.lease_s = lease_s
         self._threads = DaemonThreads("tool")
+        self._loop = loop  # runs the async tools (see ledger/tool_loop.py for why one loop)
         # Claims from this process's task threads share one transaction per group.
         self.claims: GroupCommit[ClaimRequest, Claim] = GroupCommit(
             lambda requests: claim_many(ledger, requests)
@@ -136,7 +141,7 @@ class Executor:
             checkpoint=lambda: self._checkpoint(view),
         )
         try:
-            value = self._call_with_deadline(spec, args, ctx, view)
+            value = _not_awaitable(self._call_with_deadline(spec, args, ctx, view))
         except BrakeEngaged as exc:
             # A tool may raise its own BrakeEngaged: its text is scrubbed like any other.
             error = scrubbed_error(exc.error, known_secrets(view.args))
@@ -150,16 +155,9 @@ class Executor:
     def _call_with_deadline(
         self, spec: ToolSpec, args: BaseModel, ctx: ToolContext, view: JobView
     ) -> Any:
-        """Run the tool in a thread; meanwhile renew the lease every lease/3 seconds."""
-        future: Future[Any] = Future()
-
-        def target() -> None:
-            try:
-                future.set_result(spec.func(args, ctx))
-            except BaseException as exc:
-                future.set_exception(exc)
-
-        self._threads.run(target)
+        """Run the tool in a thread (or, if async, on the loop); meanwhile renew the lease every
+        lease/3 seconds. Both kinds are waited for here, so one deadline rule holds for both."""
+        future = self._start(spec, args, ctx)
         beat_every = self.lease_s / 3
         start = time.monotonic()
         deadline, next_beat = start + spec.timeout_s, start + beat_every
@@ -169,14 +167,34 @@ class Executor:
                 try:
                     return future.result(timeout=wait)
                 except TimeoutError:
-                    pass
+                    # The tool's own TimeoutError (`asyncio.wait_for` raises it) is a result,
+                    # not this wait running out: never spin on it until the deadline.
+                    if future.done():
+                        raise
             moment = time.monotonic()
             if moment >= deadline:
-                # The thread cannot be killed; whatever it returns later is not recorded.
+                # A thread cannot be killed, a task can be cancelled (CancelledError at its
+                # next await); either way, whatever it returns later is not recorded.
+                if spec.is_async:  # only the loop's future: the thread's would refuse its result
+                    future.cancel()
                 raise DeadlineExceeded(spec.timeout_s)
             if moment >= next_beat:
                 self._heartbeat(view.job_id, view.attempts)
                 next_beat = moment + beat_every
+
+    def _start(self, spec: ToolSpec, args: BaseModel, ctx: ToolContext) -> Future[Any]:
+        if spec.is_async:
+            return self._loop.submit(_awaited(spec, args, ctx))
+        future: Future[Any] = Future()
+
+        def target() -> None:
+            try:
+                future.set_result(spec.func(args, ctx))
+            except BaseException as exc:
+                future.set_exception(exc)
+
+        self._threads.run(target)
+        return future
 
     def _heartbeat(self, job_id: str, attempt: int) -> None:
         try:
@@ -214,6 +232,19 @@ class Executor:
             now=datetime.now(UTC),
             secrets=known_secrets(view.args),
         )
+
+
+async def _awaited(spec: ToolSpec, args: BaseModel, ctx: ToolContext) -> Any:
+    return await spec.func(args, ctx)
+
+
+def _not_awaitable(value: Any) -> Any:
+    """A `def` tool that returns a coroutine never ran its work: a failure, never a success."""
+    if inspect.isawaitable(value):
+        if inspect.iscoroutine(value):
+            value.close()  # nobody will await it: no "never awaited" warning, no half-run body
+        raise AwaitableReturned(type(value).__name__)
+    return value
 
 
 def _args_rejected(spec: ToolSpec, exc: ValidationError) -> ErrorInfo:

@@ -159,19 +159,21 @@ class Deployment:
     side_effects: Path
     workers: list[WorkerProcess] = field(default_factory=list)
 
-    def start_workers(self, count: int = 2, concurrency: int = 2) -> list[WorkerProcess]:
+    def start_workers(
+        self, count: int = 2, concurrency: int = 2, pool: str = "prefork"
+    ) -> list[WorkerProcess]:
         """Start `outcomes worker` processes (all on this host) and wait until each consumes."""
-        started = [self._spawn(len(self.workers) + i, concurrency) for i in range(count)]
+        started = [self._spawn(len(self.workers) + i, concurrency, pool) for i in range(count)]
         self.workers.extend(started)
         for worker in started:
             worker.wait_ready()
         return started
 
-    def _spawn(self, index: int, concurrency: int) -> WorkerProcess:
+    def _spawn(self, index: int, concurrency: int, pool: str) -> WorkerProcess:
         if not OUTCOMES.exists():
             pytest.fail(f"{OUTCOMES} is missing: install the project into this venv (make test)")
         log_path = self.home / f"worker-{index}.log"
-        argv = [str(OUTCOMES), "worker", "--pool", "prefork", "-c", str(concurrency)]
+        argv = [str(OUTCOMES), "worker", "--pool", pool, "-c", str(concurrency)]
         with log_path.open("wb") as log:
             process = subprocess.Popen(
                 argv,

@@ -1,0 +1,65 @@
+"""A small typed client for agents' code: submit jobs, wait for their outcomes, read their
+events and follow the changes feed of an Outcome Ledger API (docs/contract.md).
+
+    with Client("http://127.0.0.1:8000", token) as outcomes:
+        envelope = outcomes.run("tracker.read_issue", {"issue_ref": "T-1"})
+        if envelope.next_action == "accept": ...
+
+Needs only httpx and pydantic: it imports nothing of the server.
+"""
+
+from outcomes_client.aio import AsyncClient
+from outcomes_client.errors import (
+    AuthenticationError,
+    InvalidRequest,
+    NotFound,
+    OutcomesError,
+    PermissionDenied,
+    ProblemError,
+    ServiceUnavailable,
+    TransportError,
+    UnexpectedResponse,
+    WaitTimeout,
+)
+from outcomes_client.models import (
+    Change,
+    Envelope,
+    ErrorInfo,
+    JobEvent,
+    JobEvents,
+    JobPage,
+    LateOutcome,
+    NextAction,
+    PartialInfo,
+    Problem,
+    Status,
+    Submission,
+)
+from outcomes_client.sync import Client
+
+__all__ = [
+    "AsyncClient",
+    "AuthenticationError",
+    "Change",
+    "Client",
+    "Envelope",
+    "ErrorInfo",
+    "InvalidRequest",
+    "JobEvent",
+    "JobEvents",
+    "JobPage",
+    "LateOutcome",
+    "NextAction",
+    "NotFound",
+    "OutcomesError",
+    "PartialInfo",
+    "PermissionDenied",
+    "Problem",
+    "ProblemError",
+    "ServiceUnavailable",
+    "Status",
+    "Submission",
+    "TransportError",
+    "UnexpectedResponse",
+    "WaitTimeout",
+]

@@ -1,0 +1,84 @@
+"""What the sync and async clients share: request documents and reading answers (no I/O)."""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+import httpx
+from pydantic import BaseModel, ValidationError
+
+from outcomes_client.errors import (
+    OutcomesError,
+    TransportError,
+    UnexpectedResponse,
+    problem_error,
+)
+from outcomes_client.models import Change, JobPage, Problem, Submission
+
+M = TypeVar("M", bound=BaseModel)
+
+MAX_SERVER_WAIT_S = 60.0  # the API's long-poll bound (contract §6)
+# A long-poll's HTTP timeout is its `wait` plus this: a reply a little late is not a failure.
+ANSWER_MARGIN_S = 10.0
+# Worth trying again: the request did not complete, or the API said it is down for now.
+RETRY_BACKOFF_S = (0.1, 0.25, 0.5, 1.0, 2.0)
+
+
+def submit_document(tool: str, args: dict[str, Any], idempotency_key: str | None) -> dict[str, Any]:
+    body: dict[str, Any] = {"tool": tool, "args": args}
+    if idempotency_key is not None:
+        body["idempotency_key"] = idempotency_key
+    return body
+
+
+def read_submission(response: httpx.Response) -> Submission:
+    """202: queued. A problem naming a recorded job: a refusal, which is a decision, returned.
+    Any other problem (401, an unrecorded 422, ...) is raised."""
+    if response.status_code == 202:
+        return read(response, Submission)
+    error = error_of(response)
+    problem = getattr(error, "problem", None)
+    if isinstance(problem, Problem) and problem.job_id is not None:
+        return Submission(
+            job_id=problem.job_id,
+            status="refused",
+            poll_url=f"/v1/jobs/{problem.job_id}",
+            error=problem.error,
+        )
+    raise error
+
+
+def read(response: httpx.Response, model: type[M]) -> M:
+    if not response.is_success:
+        raise error_of(response)
+    try:
+        return model.model_validate_json(response.content)
+    except ValidationError:
+        raise UnexpectedResponse(response.status_code, response.text) from None
+
+
+def error_of(response: httpx.Response) -> OutcomesError:
+    try:
+        return problem_error(Problem.model_validate_json(response.content))
+    except ValidationError:
+        return UnexpectedResponse(response.status_code, response.text)
+
+
+def retryable(error: BaseException) -> bool:
+    """A failure that waiting may cure: the network, a timeout, or a 503."""
+    if isinstance(error, httpx.TransportError | TransportError):
+        return True
+    return isinstance(error, OutcomesError) and getattr(error, "status", None) == 503
+
+
+def changes_of(page: JobPage, after: str | None) -> list[Change]:
+    """Each job with a resume cursor that never skips (see `Change`)."""
+    last = len(page.items) - 1
+    return [
+        Change(job=job, cursor=page.next_cursor if i == last else after)
+        for i, job in enumerate(page.items)
+    ]
+
+
+def backoff(failures: int) -> float:
+    return RETRY_BACKOFF_S[min(failures, len(RETRY_BACKOFF_S) - 1)]

@@ -1,0 +1,143 @@
+"""The contract's documents as the client reads them (docs/contract.md §3, §6).
+
+Extra fields are ignored, so a newer server that adds one does not break an older client."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+Status = Literal[
+    "queued", "running", "retrying", "succeeded", "declined", "partial", "refused", "failed"
+]
+NextAction = Literal[
+    "wait",
+    "accept",
+    "use_partial_and_narrow",
+    "satisfy_precondition",
+    "stop_and_report",
+    "verify_at_source",
+]
+
+
+class _Document(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class ErrorInfo(_Document):
+    """The envelope's `error`: always these ten keys. `code` stays a string: codes may grow."""
+
+    code: str
+    dependency: str | None = None
+    operation: str | None = None
+    retryable: bool = False
+    required_capability: str | None = None
+    safe_fallback: str | None = None
+    fix: str | None = None
+    message: str
+    retry_after_s: int | None = None
+    cause: str | None = None
+
+
+class PartialInfo(_Document):
+    processed: int
+    skipped: list[str]
+    total: int | None = None
+
+
+class LateOutcome(_Document):
+    """An outcome that arrived after the job ended: kept, never changing the status."""
+
+    attempt: int
+    type: str
+    result: dict[str, Any] | None = None
+    reason: str | None = None
+    processed: int | None = None
+    skipped: list[str] | None = None
+    total: int | None = None
+    error: ErrorInfo | None = None
+    cause: str | None = None
+
+
+class Envelope(_Document):
+    """`GET /v1/jobs/{id}`: one job's state and the agent's next move."""
+
+    job_id: str
+    account: str
+    tool: str
+    status: Status
+    terminal: bool
+    attempts: int
+    next_action: NextAction
+    result: dict[str, Any] | None = None
+    declined_reason: str | None = None
+    partial: PartialInfo | None = None
+    error: ErrorInfo | None = None
+    recorded_by: str
+    created_at: datetime
+    updated_at: datetime
+    late_outcomes: list[LateOutcome] = []
+
+
+class Submission(_Document):
+    """The decision `POST /v1/jobs` recorded: `queued`, or `refused` with the error naming the
+    missing precondition and its fix (a refusal is a recorded decision, not a transport
+    error: poll `job_id` and the envelope says the same)."""
+
+    job_id: str
+    status: Literal["queued", "refused"]
+    poll_url: str
+    error: ErrorInfo | None = None
+
+    @property
+    def refused(self) -> bool:
+        return self.status == "refused"
+
+    @property
+    def next_action(self) -> NextAction:
+        return "satisfy_precondition" if self.refused else "wait"
+
+
+class JobEvent(_Document):
+    stream_version: int
+    type: str
+    code: str | None = None
+    recorded_at: datetime
+    data: dict[str, Any]
+    position: int | None = None  # operators and auditors only
+
+
+class JobEvents(_Document):
+    job_id: str
+    events: list[JobEvent]
+
+
+class JobPage(_Document):
+    """`GET /v1/jobs?after=CURSOR`: jobs whose last change follows the cursor, in commit order."""
+
+    items: list[Envelope]
+    next_cursor: str | None
+    count: int
+    truncated: bool
+
+
+class Change(_Document):
+    """One job from the changes feed and a cursor to resume from that never skips a change:
+    the page's `next_cursor` on its last job, the cursor the page was read after on the
+    others (resuming there may show a few jobs again, never miss one)."""
+
+    job: Envelope
+    cursor: str | None
+
+
+class Problem(_Document):
+    """An HTTP error (`application/problem+json`, RFC 9457, with the ledger's members)."""
+
+    type: str
+    title: str
+    status: int
+    detail: str
+    job_id: str | None = None
+    error: ErrorInfo
