@@ -17,6 +17,8 @@ from ledger.errors import ConfigurationError
 DEFAULT_HOME = Path(".outcomes")
 MAX_SECONDS = 86400.0  # a day: longer leases or dispatch deadlines are typos, not policies
 MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+FLAGS = {"1": True, "true": True, "yes": True, "on": True}
+FLAGS |= {"0": False, "false": False, "no": False, "off": False}
 QUEUE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$")
 
 
@@ -60,6 +62,16 @@ def _tools() -> tuple[str, ...]:
     return names
 
 
+def _flag(name: str) -> bool:
+    raw = _raw(name)
+    if raw is None:
+        return False
+    value = raw.lower()
+    if value not in FLAGS:
+        raise ConfigurationError(f"{name} must be one of {', '.join(FLAGS)}, got {raw!r}")
+    return FLAGS[value]
+
+
 def _queue() -> str:
     queue = _raw("OUTCOMES_QUEUE") or "outcomes"
     if not QUEUE.match(queue):
@@ -79,6 +91,7 @@ class Settings:
     dispatch_timeout_s: float
     redis_visibility_s: int = 3600  # Redis redelivers unacknowledged work after this
     prefetch: int = 4  # messages a worker process reserves per execution slot
+    task_events: bool = False  # Celery task events, for Flower (OUTCOMES_TASK_EVENTS)
 
     @property
     def embedded(self) -> bool:
@@ -99,4 +112,5 @@ def load_settings() -> Settings:
         dispatch_timeout_s=_seconds("OUTCOMES_DISPATCH_TIMEOUT_S", 30.0),
         redis_visibility_s=_count("OUTCOMES_REDIS_VISIBILITY_S", 3600, 1, 7 * 86400),
         prefetch=_count("OUTCOMES_PREFETCH", 4, 1, 1000),
+        task_events=_flag("OUTCOMES_TASK_EVENTS"),
     )
