@@ -11,6 +11,7 @@ from cli.jobs_commands import jobs
 from cli.ledger_commands import migrate, rebuild
 from cli.reconcile_commands import reconcile
 from cli.serve_commands import serve
+from cli.status_commands import status
 from cli.token_commands import tokens
 from cli.worker_commands import worker
 
@@ -34,6 +35,7 @@ cli.add_command(brake)
 cli.add_command(jobs)
 cli.add_command(tokens)
 cli.add_command(serve)
+cli.add_command(status)
 cli.add_command(demo)
 
 

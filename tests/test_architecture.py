@@ -85,8 +85,11 @@ def test_adapters_do_not_import_each_other_except_the_cli_starting_them() -> Non
     assert crossing == []
 
 
-# The CLI starts the API and a worker by their entry points (contract: `outcomes serve|worker`).
+# The CLI starts the API and a worker by their entry points (contract: `outcomes serve|worker`),
+# and `outcomes status` asks the workers through the broker (`workers.control`).
 CLI_ENTRY_POINTS = {
+    "workers.control",
+    "workers.control.broker_status",
     "api.server",
     "api.server.serve",
     "api.server.BackgroundServer",

@@ -1,6 +1,6 @@
 """Celery's own tools work against our workers: two real `outcomes worker` processes on one host
 (each with its unique node name, `outcomes-PID@host`) both answer `celery -A workers.main
-inspect ping` and `inspect active` through a real broker."""
+inspect ping` and `inspect active` through a real broker, and `outcomes status` sees both."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import pytest
 from tests.plugins.deployments import Deployment, deployments
 
 CELERY = Path(sys.executable).parent / "celery"
+OUTCOMES = Path(sys.executable).parent / "outcomes"
 INSPECT_TIMEOUT_S = 30  # a ceiling only: with -d, celery returns once every node answered
 
 
@@ -42,3 +43,15 @@ def test_two_workers_on_one_host_answer_inspect_ping_and_active(deployment: Depl
     active = inspect(deployment, "active", nodes)
     assert sorted(active) == sorted(nodes)
     assert all(tasks == [] for tasks in active.values())  # idle: nothing submitted
+
+    status = subprocess.run(
+        [str(OUTCOMES), "status", "--json", "--timeout", "10", "--api-url", "http://127.0.0.1:9"],
+        cwd=deployment.home,
+        env=deployment.env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    broker = json.loads(status.stdout)["broker"]
+    assert broker["reachable"] is True and broker["workers"] == sorted(nodes)
+    assert broker["queue"] == deployment.queue and broker["queue_depth"] == 0
