@@ -9,7 +9,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from api import audit, brakes, handlers, health, jobs_read, jobs_submit
+from api import audit, brakes, handlers, health, jobs_read, jobs_submit, root
 from api.limits import MAX_BODY_BYTES, BodyLimitMiddleware
 from api.openapi import build_openapi
 from api.state import ApiState
@@ -68,7 +68,7 @@ def create_app(
         redirect_slashes=False,
     )
     app.state.ledger = state
-    for module in (jobs_submit, jobs_read, audit, brakes, health):
+    for module in (jobs_submit, jobs_read, audit, brakes, health, root):
         app.include_router(module.router)
     handlers.install(app)
     app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes)

@@ -133,6 +133,11 @@ def get_tool(name: str) -> ToolSpec | None:
     return _REGISTRY.get(name)
 
 
+def tool_names() -> list[str]:
+    """Every registered tool's name, sorted (what this process can run)."""
+    return sorted(_REGISTRY)
+
+
 def unregister(name: str) -> None:
     """For tests that register throwaway tools."""
     _REGISTRY.pop(name, None)
