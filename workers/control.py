@@ -19,7 +19,7 @@ class BrokerStatus:
     reachable: bool
     workers: list[str] = field(default_factory=list)  # node names that answered the ping
     queue: str = ""
-    queue_depth: int | None = None  # None: unknown (the queue was never declared, or no broker)
+    queue_depth: int | None = None  # None: unknown (no broker, or it would not say)
     error: str | None = None
 
     def to_json(self) -> dict[str, object]:
@@ -50,12 +50,14 @@ def broker_status(ping_timeout_s: float = 1.0) -> BrokerStatus:
 
 
 def _depth(conn: Any, queue: str) -> int | None:
-    """Messages ready in the queue; a passive declare creates nothing."""
+    """Messages ready in the queue (a passive declare creates nothing); None when unknown."""
     channel = conn.channel()
     try:
         declared = channel.queue_declare(queue=queue, passive=True)
-    except Exception:  # AMQP answers 404 for a queue nobody declared yet: depth unknown
-        return None
+    except conn.channel_errors as exc:
+        # RabbitMQ and kombu's virtual transports (Redis drops an emptied queue's key) both say
+        # NOT_FOUND for a queue that holds nothing yet.
+        return 0 if "NOT_FOUND" in str(exc) else None
     finally:
         with suppress(Exception):  # a refused declare may already have closed it
             channel.close()

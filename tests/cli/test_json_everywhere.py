@@ -79,6 +79,11 @@ def test_every_json_output_parses(outcomes: Invoke, database_url: str, scratch: 
     events = [orjson.loads(line) for line in lines]  # JSON Lines: one event per line
     assert len(events) >= 4 and all(isinstance(e, dict) for e in events)
     assert "JSON Lines" in outcomes("audit", "events", "--help").stdout
+    # Long runs show a progress bar on stderr (its label alone off a terminal): stdout stays
+    # parseable.
+    for args, label in ((["rebuild"], "rebuilding"), (["audit", "verify"], "verifying")):
+        assert label in outcomes(*args).stderr, args
+    assert "exporting" in outcomes("audit", "export").stderr
 
 
 def test_status_on_one_screen(
@@ -90,6 +95,7 @@ def test_status_on_one_screen(
     before = orjson.loads(outcomes(*args).stdout)
     assert before["api"]["ready"] is False and before["api"]["error"]
     assert before["broker"]["reachable"] is True and before["broker"]["workers"] == []
+    assert before["broker"]["queue_depth"] == 0  # (a queue that holds messages: integration)
     assert before["open_jobs"] == {"queued": 1, "running": 0, "retrying": 0}
     assert [b["scope"] for b in before["brakes"]] == ["tool:x.y"]
     assert before["last_reconcile"] is None
