@@ -58,7 +58,7 @@ def serve(host: str, port: int, api_only: bool, max_dispatches: int) -> None:
     reconciler = ReconcileRunner(ledger, dispatcher, policy_from(settings, max_dispatches))
     reconciler.start()
     click.echo(
-        f"outcomes: embedded worker pid {worker.pid} and reconciler started (pid {os.getpid()})"
+        f"outcomes: serve pid {os.getpid()}, embedded worker pid {worker.pid}, reconciler on"
     )
     try:
         run_api(ledger, dispatcher, host, port)

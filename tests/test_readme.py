@@ -97,7 +97,7 @@ def wait_ready(served: Served) -> None:
 
 def pids_in(text: str) -> list[int]:
     """The serve process's and its worker's pids, from serve's first lines."""
-    found = re.search(r"embedded worker pid (\d+) and reconciler started \(pid (\d+)\)", text)
+    found = re.search(r"serve pid (\d+), embedded worker pid (\d+)", text)
     return [int(found.group(1)), int(found.group(2))] if found else []
 
 
