@@ -1,21 +1,28 @@
 # Every target creates or reuses .venv and installs what it needs (a stamp file
 # re-installs only when pyproject.toml changes).
+ROOT := $(dir $(abspath $(lastword $(MAKEFILE_LIST))))
 PYTHON ?= python3
+PORT ?= 8000
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .PHONY: run test lint typecheck bench soak clean
 
-$(STAMP): pyproject.toml
+# Paths to the project go through ROOT, so `make -f <clone>/Makefile run` works from another
+# folder (the README test serves from a temporary one).
+$(STAMP): $(ROOT)pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '$(ROOT).[dev]'
 	touch $(STAMP)
 
+# The quickstart serves the example tools, so the README's first call is accepted; set
+# OUTCOMES_TOOLS to load yours instead.
+run: export OUTCOMES_TOOLS ?= examples.seed_tools
 run: $(STAMP)
 	$(BIN)/outcomes migrate
-	$(BIN)/outcomes serve
+	$(BIN)/outcomes serve --port $(PORT)
 
 test: $(STAMP)
 	$(BIN)/ruff check .

@@ -10,7 +10,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from starlette.routing import Route
 
-from api import audit, brakes, catalog, handlers, health, jobs_read, jobs_submit, metrics
+from api import audit, brakes, catalog, handlers, health, jobs_read, jobs_submit, metrics, root
 from api.limits import MAX_BODY_BYTES, BodyLimitMiddleware
 from api.openapi import build_openapi
 from api.state import ApiState
@@ -73,7 +73,7 @@ def create_app(
         redirect_slashes=False,
     )
     app.state.ledger = state
-    for module in (jobs_submit, jobs_read, catalog, audit, brakes, health, metrics):
+    for module in (jobs_submit, jobs_read, catalog, audit, brakes, health, metrics, root):
         app.include_router(module.router)
     app.router.routes.append(
         Route(MCP_PATH, mcp, methods=["GET", "POST", "DELETE"], include_in_schema=False)

@@ -67,6 +67,12 @@ CSV_COLUMNS = ["position", "stream_id", "stream_version", "type", "code", "actor
     default="table",
     show_default=True,
 )
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print JSON Lines: one JSON object per event (the same as --format jsonl).",
+)
 @output_option
 @reports_errors
 @with_ledger
@@ -81,9 +87,13 @@ def events(
     after: int,
     limit: int,
     fmt: str,
+    as_json: bool,
     output: Path | None,
 ) -> None:
-    """List recorded events, oldest first, filtered."""
+    """List recorded events, oldest first, filtered. --json (or --format jsonl) prints JSON
+    Lines, one event per line; for the next page pass the last line's position as --after."""
+    if as_json:
+        fmt = "jsonl"
     where = EventFilter(account, tool, event_type, code, since, until, after, limit)
     items = [public_event(e) for e in audit_service.events(ledger, where)]
     with click.open_file(str(output) if output else "-", "w") as out:

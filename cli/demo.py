@@ -1,5 +1,7 @@
 """`outcomes demo`: every seed scenario through the real API and a real worker, on embedded
-defaults in a scratch folder, printed as one table (scenario, status, code, next_action)."""
+defaults in a scratch folder, printed as one table (scenario, status, code, next_action); then
+the two stories of `cli/demo_stories.py`: a worker killed mid-job, and a queued job halted by a
+brake pulled before a worker reached it."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import click
 import orjson
 
 from cli.context import ledger_of
+from cli.demo_stories import HALTED, LOST, Stage, halted_at_execution, worker_lost
 from cli.errors import reports_errors
 from cli.output import emit_json, json_option
 from cli.processes import exit_on_sigterm, start_worker, stop
@@ -24,6 +27,10 @@ from ledger.services import admin, brakes, tokens
 from ledger.services.ledger import Ledger
 from ledger.settings import load_settings
 from ledger.tools import load_tool_modules
+
+DEMO_LEASE_S = 2.0
+# In this order: the first kills the worker, so the second can queue a job no worker takes yet.
+STORIES = ((LOST, worker_lost), (HALTED, halted_at_execution))
 
 
 @dataclass(frozen=True)
@@ -129,12 +136,17 @@ def _run(client: Client, secrets: dict[str, str], ledger: Ledger, sc: Scenario) 
         _, envelope = client.call("GET", f"/v1/jobs/{job_id}?wait=20", secrets["agent"])
         if envelope.get("terminal") or time.monotonic() > deadline:
             break
+    return _row(sc.name, status, job_id, envelope)
+
+
+def _row(name: str, http: int, job_id: str, envelope: dict[str, Any]) -> dict[str, Any]:
     error = envelope.get("error") or {}
     return {
-        "scenario": sc.name,
-        "http": status,
+        "scenario": name,
+        "http": http,
         "status": envelope.get("status"),
         "code": error.get("code"),
+        "cause": error.get("cause"),
         "next_action": envelope.get("next_action"),
         "job_id": job_id,
     }
@@ -150,7 +162,12 @@ def _run(client: Client, secrets: dict[str, str], ledger: Ledger, sc: Scenario) 
 @reports_errors
 def demo(home: Path | None, as_json: bool) -> None:
     """Run every seed scenario through the real API and a real worker on embedded defaults,
-    and print what each one recorded: status, code and the agent's next action."""
+    and print what each one recorded: status, code and the agent's next action.
+
+    Then two stories with a real worker process: it is killed (by pid) in the middle of a paid
+    job, and the reconciler records OUTCOME_MISSING/worker_lost (verify_at_source); and with
+    no worker running a job is queued, the brake is pulled, and the worker started next halts
+    it at execution (BRAKE_ENGAGED)."""
     from api.server import BackgroundServer  # the CLI starts the API by its entry point
     from workers.dispatch import dispatcher_from_settings
 
@@ -160,6 +177,9 @@ def demo(home: Path | None, as_json: bool) -> None:
     for name in ("OUTCOMES_DATABASE_URL", "OUTCOMES_BROKER_URL", "OUTCOMES_QUEUE"):
         os.environ.pop(name, None)
     os.environ["OUTCOMES_TOOLS"] = "examples.seed_tools"
+    # A short lease, so the killed worker's job is reconciled within seconds (renewed every
+    # third of it by a live worker, so no other scenario notices).
+    os.environ["OUTCOMES_LEASE_S"] = str(DEMO_LEASE_S)
     load_tool_modules(load_settings().tools)  # the narrow token names one of them
     ledger = ledger_of(click.get_current_context())
     admin.migrate(ledger)
@@ -168,28 +188,39 @@ def demo(home: Path | None, as_json: bool) -> None:
         "narrow": tokens.create(ledger, "demo", "agent", ["tracker.read_issue"], "demo").token,
     }
     exit_on_sigterm()
-    worker = start_worker(log=folder / "worker.log")
-    server = BackgroundServer(ledger, dispatcher_from_settings())
+    log = folder / "worker.log"
+    dispatcher = dispatcher_from_settings()
+    server = BackgroundServer(ledger, dispatcher)
     pulled: list[str] = []
     rows: list[dict[str, Any]] = []
+    stage = Stage(
+        Client(""), secrets["agent"], ledger, dispatcher, start_worker(log=log), log, pulled
+    )
     try:
         client = Client(server.start())
+        stage.api = client
         scenarios = _scenarios(pulled)
+        total = len(scenarios) + len(STORIES)
         for number, scenario in enumerate(scenarios, start=1):
-            click.echo(f"[{number}/{len(scenarios)}] {scenario.name}", err=True)
+            click.echo(f"[{number}/{total}] {scenario.name}", err=True)
             rows.append(_run(client, secrets, ledger, scenario))
+        for number, (name, story) in enumerate(STORIES, start=len(scenarios) + 1):
+            click.echo(f"[{number}/{total}] {name}", err=True)
+            rows.append(_row(*story(stage)))
     finally:
         for brake_id in pulled:
             brakes.release(ledger, brake_id, "demo finished", "demo")
         server.stop()
-        stop(worker)
+        stop(stage.worker)
     if as_json:
         emit_json({"home": str(folder), "rows": rows})
         return
-    click.echo(f"{'SCENARIO':<40} {'STATUS':<10} {'CODE':<24} NEXT ACTION")
+    click.echo(f"{'SCENARIO':<42} {'STATUS':<10} {'CODE':<36} NEXT ACTION")
     for row in rows:
+        code = row["code"] or "-"
+        if code == "OUTCOME_MISSING" and row["cause"]:  # which silence: the cause names it
+            code = f"{code}/{row['cause']}"
         click.echo(
-            f"{row['scenario']:<40} {row['status'] or '-':<10} {row['code'] or '-':<24} "
-            f"{row['next_action']}"
+            f"{row['scenario']:<42} {row['status'] or '-':<10} {code:<36} {row['next_action']}"
         )
     click.echo(f"\nledger: {folder / '.outcomes' / 'ledger.db'}")

@@ -39,28 +39,58 @@ def show(ledger: Ledger, job_id: str, as_json: bool) -> None:
 
 @jobs.command("list")
 @click.option("--account", help="Only this account's jobs.")
-@click.option("--after", type=POSITION, default=0, help="Ledger position cursor.")
+@click.option(
+    "--before",
+    type=POSITION,
+    help="Only jobs whose last change is before this ledger position: for the next page "
+    "(newest first), pass the previous page's next_cursor here.",
+)
+@click.option(
+    "--after",
+    type=POSITION,
+    default=0,
+    help="Only jobs changed after this ledger position: for the next page with "
+    "--oldest-first, pass the previous page's next_cursor here.",
+)
+@click.option("--oldest-first", is_flag=True, help="Oldest change first (default: newest first).")
 @click.option("--limit", type=click.IntRange(1, 10000), default=50, show_default=True)
 @json_option
 @reports_errors
 @with_ledger
 def list_command(
-    ledger: Ledger, account: str | None, after: int, limit: int, as_json: bool
+    ledger: Ledger,
+    account: str | None,
+    before: int | None,
+    after: int,
+    oldest_first: bool,
+    limit: int,
+    as_json: bool,
 ) -> None:
-    """List jobs that changed after a ledger position, oldest change first."""
+    """List jobs by their last change (a ledger position), newest first.
+
+    --json prints {items, count, truncated, next_cursor, next_option}: while truncated is
+    true, run again with NEXT_OPTION NEXT_CURSOR (--before when newest first, --after with
+    --oldest-first) to read the next page.
+    """
     # One more than asked tells whether the page was cut short.
-    views = job_service.listing(ledger, account, after, limit + 1)
+    views = job_service.listing(
+        ledger, account, after, limit + 1, before=before, newest_first=not oldest_first
+    )
     truncated = len(views) > limit
     views = views[:limit]
+    following = "--after" if oldest_first else "--before"
+    start = after if oldest_first else before
+    cursor = views[-1].ledger_position if views else start
     if as_json:
         items = [envelope(v).model_dump(mode="json") for v in views]
-        cursor = views[-1].ledger_position if views else after
         body = {"items": items, "next_cursor": cursor, "count": len(items)}
-        emit_json(body | {"truncated": truncated})
+        emit_json(body | {"truncated": truncated, "next_option": following})
         return
     click.echo(_row("JOB", "ACCOUNT", "TOOL", "STATUS", "CODE", "NEXT ACTION"))
     for v in views:
         click.echo(_line(v))
+    if truncated:
+        click.echo(f"next page: outcomes jobs list {following} {cursor}", err=True)
 
 
 def _row(*cells: str) -> str:

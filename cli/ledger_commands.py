@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 
 import click
 
@@ -89,9 +90,11 @@ def _password(variable: str | None, app_role: str | None) -> str | None:
 def rebuild(ledger: Ledger, as_json: bool) -> None:
     """Rebuild every read model (jobs, brakes, tokens) from the events alone.
 
-    Runs in one transaction; appends wait until it commits.
+    Runs in one transaction; appends wait until it commits. A progress bar goes to stderr.
     """
-    count = admin.rebuild(ledger)
+    total = admin.check(ledger)  # the last position: an upper bound on the events
+    with click.progressbar(length=total, label="rebuilding", file=sys.stderr) as bar:
+        count = admin.rebuild(ledger, progress=bar.update)
     if as_json:
         emit_json({"events_replayed": count})
     else:

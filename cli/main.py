@@ -12,6 +12,7 @@ from cli.ledger_commands import migrate, rebuild
 from cli.mcp_commands import mcp
 from cli.reconcile_commands import reconcile
 from cli.serve_commands import serve
+from cli.status_commands import status
 from cli.token_commands import tokens
 from cli.tool_commands import tools
 from cli.worker_commands import worker
@@ -38,6 +39,7 @@ cli.add_command(brake)
 cli.add_command(jobs)
 cli.add_command(tokens)
 cli.add_command(serve)
+cli.add_command(status)
 cli.add_command(demo)
 cli.add_command(tools)
 cli.add_command(mcp)

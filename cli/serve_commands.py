@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import click
 
 from cli.context import ledger_of
@@ -10,7 +13,8 @@ from cli.params import MAX_DISPATCHES_OPTION
 from cli.processes import exit_on_sigterm, start_worker, stop
 from ledger.services import admin
 from ledger.services.reconcile import MAX_DISPATCHES, ReconcileRunner, policy_from
-from ledger.settings import load_settings
+from ledger.settings import Settings, load_settings
+from ledger.tools import load_tool_modules, tool_names
 
 
 @click.command()
@@ -43,6 +47,8 @@ def serve(host: str, port: int, api_only: bool, max_dispatches: int) -> None:
     ledger = ledger_of(click.get_current_context(), settings.database_url)
     dispatcher = dispatcher_from_settings()
     everything = settings.embedded and settings.broker_url is None and not api_only
+    for line in banner(settings, ledger.describe(), host, port):
+        click.echo(f"outcomes: {line}")
     if not everything:
         run_api(ledger, dispatcher, host, port)
         return
@@ -51,9 +57,32 @@ def serve(host: str, port: int, api_only: bool, max_dispatches: int) -> None:
     worker = start_worker()
     reconciler = ReconcileRunner(ledger, dispatcher, policy_from(settings, max_dispatches))
     reconciler.start()
-    click.echo(f"outcomes: embedded ledger {settings.database_url}, worker pid {worker.pid}")
+    click.echo(
+        f"outcomes: serve pid {os.getpid()}, embedded worker pid {worker.pid}, reconciler on"
+    )
     try:
         run_api(ledger, dispatcher, host, port)
     finally:
         reconciler.stop()
         stop(worker)
+
+
+def banner(settings: Settings, ledger: str, host: str, port: int) -> list[str]:
+    """The first lines a person sees: where to go, what is loaded, how to get in."""
+    load_tool_modules(settings.tools)  # the API loads them too; here only to name them
+    names = tool_names()
+    url = f"http://{host}:{port}"
+    return [
+        f"serving {url} (interactive docs: {url}/docs)",
+        f"ledger {_where(ledger)}",
+        f"tools loaded ({len(names)}): {', '.join(names)} from {', '.join(settings.tools)}"
+        if names
+        else "no tools loaded: set OUTCOMES_TOOLS=module,… (e.g. examples.seed_tools)",
+        "a token for agents: outcomes tokens create --account acme --role agent",
+    ]
+
+
+def _where(ledger: str) -> str:
+    """A SQLite file's absolute path (the URL's is relative to the working folder)."""
+    prefix = "sqlite:///"
+    return str(Path(ledger.removeprefix(prefix)).resolve()) if ledger.startswith(prefix) else ledger

@@ -3,7 +3,8 @@
 Each tool's behaviour is chosen by its arguments, so one deployment can show every outcome:
 the tracker lookup (missing, ambiguous, disabled connector, missing scope, repeated timeouts,
 stale source), the social card (declined: a cover already exists), the keyword sweep (spends
-quota), the mail-out (partial) and a tool that returns nothing.
+quota), the mail-out (partial), a tool that returns nothing, and a slow paid call whose worker
+the demo kills.
 """
 
 from __future__ import annotations
@@ -171,6 +172,21 @@ def slow(args: Slow, ctx: ToolContext) -> Succeeded:
         ctx.checkpoint()
         time.sleep(args.seconds / args.steps)  # simulated work
     return Succeeded(result={"slept": args.seconds})
+
+
+class SpendSlowly(BaseModel):
+    seconds: float = Field(default=30, ge=0, le=600)
+    steps: int = Field(default=300, ge=1, le=10000)
+
+
+@tool("debug.spend_slowly", spends=True, timeout_s=600, max_attempts=1)
+def spend_slowly(args: SpendSlowly, ctx: ToolContext) -> Succeeded:
+    """A paid call that takes a while: the demo kills its worker in the middle, and the
+    reconciler records OUTCOME_MISSING (worker_lost) with verify_at_source."""
+    for _ in range(args.steps):
+        ctx.checkpoint()
+        time.sleep(args.seconds / args.steps)  # simulated work
+    return Succeeded(result={"spent_for_s": args.seconds})
 
 
 def _record_side_effect(ctx: ToolContext) -> None:

@@ -32,8 +32,10 @@ class EventFilter:
 @dataclass(frozen=True)
 class JobFilter:
     account: str | None = None
-    after: int = 0  # a ledger_position cursor
+    after: int = 0  # a ledger_position cursor: only jobs changed after it
     limit: int = 100
+    before: int | None = None  # only jobs whose ledger_position is below it
+    newest_first: bool = False  # the operator's view: what just changed comes first
 
 
 @dataclass(frozen=True)

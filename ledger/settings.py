@@ -17,6 +17,8 @@ from ledger.errors import ConfigurationError
 DEFAULT_HOME = Path(".outcomes")
 MAX_SECONDS = 86400.0  # a day: longer leases or dispatch deadlines are typos, not policies
 MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+FLAGS = {"1": True, "true": True, "yes": True, "on": True}
+FLAGS |= {"0": False, "false": False, "no": False, "off": False}
 QUEUE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$")
 
 
@@ -70,7 +72,13 @@ def _choice(name: str, default: str, allowed: tuple[str, ...]) -> str:
 
 
 def _flag(name: str) -> bool:
-    return _choice(name, "0", ("0", "1", "false", "true", "no", "yes")) in ("1", "true", "yes")
+    raw = _raw(name)
+    if raw is None:
+        return False
+    value = raw.lower()
+    if value not in FLAGS:
+        raise ConfigurationError(f"{name} must be one of {', '.join(FLAGS)}, got {raw!r}")
+    return FLAGS[value]
 
 
 def _port(name: str) -> int | None:
@@ -100,6 +108,7 @@ class Settings:
     metrics_open: bool = False  # True: the API's /metrics answers without a token
     metrics_port: int | None = None  # a worker serves its own /metrics here (None: not)
     metrics_host: str = "127.0.0.1"
+    task_events: bool = False  # Celery task events, for Flower (OUTCOMES_TASK_EVENTS)
 
     @property
     def embedded(self) -> bool:
@@ -124,4 +133,5 @@ def load_settings() -> Settings:
         metrics_open=_flag("OUTCOMES_METRICS_OPEN"),
         metrics_port=_port("OUTCOMES_METRICS_PORT"),
         metrics_host=_raw("OUTCOMES_METRICS_HOST") or "127.0.0.1",
+        task_events=_flag("OUTCOMES_TASK_EVENTS"),
     )

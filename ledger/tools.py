@@ -157,6 +157,11 @@ def registered_tools() -> list[ToolSpec]:
     return [_REGISTRY[name] for name in sorted(_REGISTRY)]
 
 
+def tool_names() -> list[str]:
+    """Every registered tool's name, sorted (what this process can run)."""
+    return sorted(_REGISTRY)
+
+
 def unregister(name: str) -> None:
     """For tests that register throwaway tools."""
     _REGISTRY.pop(name, None)

@@ -112,8 +112,11 @@ def test_no_project_package_shadows_the_mcp_sdk() -> None:
     assert not any(module.split(".")[0] in MCP_SDK for module in GRAPH)
 
 
-# The CLI starts the API and a worker by their entry points (contract: `outcomes serve|worker`).
+# The CLI starts the API and a worker by their entry points (contract: `outcomes serve|worker`),
+# and `outcomes status` asks the workers through the broker (`workers.control`).
 CLI_ENTRY_POINTS = {
+    "workers.control",
+    "workers.control.broker_status",
     "api.server",
     "api.server.serve",
     "api.server.BackgroundServer",

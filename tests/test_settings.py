@@ -16,6 +16,7 @@ OUTCOMES = (
     "OUTCOMES_DISPATCH_TIMEOUT_S",
     "OUTCOMES_REDIS_VISIBILITY_S",
     "OUTCOMES_PREFETCH",
+    "OUTCOMES_TASK_EVENTS",
 )
 
 
@@ -29,6 +30,7 @@ def test_defaults() -> None:
     settings = load_settings()
     assert (settings.lease_s, settings.dispatch_timeout_s, settings.queue) == (30, 30, "outcomes")
     assert (settings.redis_visibility_s, settings.prefetch, settings.tools) == (3600, 4, ())
+    assert settings.task_events is False
 
 
 def test_good_values_are_taken(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -39,12 +41,20 @@ def test_good_values_are_taken(monkeypatch: pytest.MonkeyPatch) -> None:
         "OUTCOMES_PREFETCH": "1",
         "OUTCOMES_QUEUE": "outcomes-test.1",
         "OUTCOMES_TOOLS": "examples.seed_tools, tests.tools",
+        "OUTCOMES_TASK_EVENTS": "1",
     }.items():
         monkeypatch.setenv(name, value)
     settings = load_settings()
     assert (settings.lease_s, settings.dispatch_timeout_s) == (0.5, 86400)
     assert (settings.redis_visibility_s, settings.prefetch) == (2, 1)
     assert settings.tools == ("examples.seed_tools", "tests.tools")
+    assert settings.task_events is True
+
+
+@pytest.mark.parametrize(("value", "expected"), [("0", False), ("off", False), ("TRUE", True)])
+def test_task_events_is_a_flag(monkeypatch: pytest.MonkeyPatch, value: str, expected: bool) -> None:
+    monkeypatch.setenv("OUTCOMES_TASK_EVENTS", value)
+    assert load_settings().task_events is expected
 
 
 @pytest.mark.parametrize(
@@ -65,6 +75,8 @@ def test_good_values_are_taken(monkeypatch: pytest.MonkeyPatch) -> None:
         ("OUTCOMES_QUEUE", "x" * 201),
         ("OUTCOMES_TOOLS", "examples.seed_tools,..relative"),
         ("OUTCOMES_TOOLS", "a/b"),
+        ("OUTCOMES_TASK_EVENTS", "2"),
+        ("OUTCOMES_TASK_EVENTS", "maybe"),
     ],
 )
 def test_a_bad_value_is_a_one_line_configuration_error(

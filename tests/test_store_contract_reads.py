@@ -44,6 +44,33 @@ def test_jobs_page_in_position_order_scoped_to_an_account(any_store: Store) -> N
     assert [v.job_id for v in after] == [ids[2]]
 
 
+def test_jobs_newest_first_and_before_a_position(any_store: Store) -> None:
+    ids = [a_job(any_store, account) for account in ("acme", "beta", "acme", "acme")]
+    with any_store.reading() as reads:
+        newest = reads.jobs(JobFilter(limit=10, newest_first=True))
+        top = reads.jobs(JobFilter(account="acme", limit=1, newest_first=True))
+        below = reads.jobs(
+            JobFilter(account="acme", before=top[0].ledger_position, newest_first=True)
+        )
+        window = reads.jobs(
+            JobFilter(after=newest[3].ledger_position, before=newest[0].ledger_position)
+        )
+    assert [v.job_id for v in newest] == ids[::-1]
+    assert [v.job_id for v in top] == [ids[3]]
+    assert [v.job_id for v in below] == [ids[2], ids[0]]
+    assert [v.job_id for v in window] == [ids[1], ids[2]]
+
+
+def test_the_last_event_by_an_actor(any_store: Store) -> None:
+    first, second = fresh_job_stream(), fresh_job_stream()
+    any_store.append(first, [accepted(), new(started().payload, "reconciler")], NO_STREAM)
+    any_store.append(second, [accepted(), started()], NO_STREAM)
+    with any_store.reading() as reads:
+        found = reads.last_event_by("reconciler")
+        assert reads.last_event_by("nobody") is None
+    assert found is not None and (found.stream_id, found.type) == (first, "work.started")
+
+
 def test_a_changed_job_moves_to_the_end_of_the_page(any_store: Store) -> None:
     first, second = a_job(any_store), a_job(any_store)
     any_store.append(f"job-{first}", [started()], 1)

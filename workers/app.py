@@ -79,12 +79,17 @@ def make_celery(settings: Settings | None = None) -> Celery:
         },
         worker_prefetch_multiplier=settings.prefetch,
         worker_hijack_root_logger=False,
-        worker_send_task_events=False,
-        task_send_sent_event=False,
+        # Flower and `celery events` read these; off by default (a message per task state).
+        worker_send_task_events=settings.task_events,
+        task_send_sent_event=settings.task_events,
         worker_disable_rate_limits=True,
-        # The ledger never uses remote control (no revoke: the brake lives in the database),
-        # and two workers on one host would otherwise fight over one pidbox queue.
-        worker_enable_remote_control=False,
+        # Remote control on, so `celery -A workers.main inspect|control` and Flower work: each
+        # worker has a unique node name (`outcomes-PID@host`, workers/main.py), hence its own
+        # pidbox queue. The exchanges are named after the queue, so deployments sharing a
+        # broker neither answer nor hear each other.
+        worker_enable_remote_control=True,
+        control_exchange=settings.queue,
+        event_exchange=f"{settings.queue}.events",
     )
     load_tool_modules(settings.tools)
     app.autodiscover_tasks(["workers"], related_name="tasks", force=True)

@@ -42,6 +42,16 @@ BRAKES_LOCK = "brakes"
 V = TypeVar("V")
 
 
+Progress = Callable[[int], None]  # told how many events were just handled (progress bars)
+
+
+def counted(found: Iterator[RecordedEvent], progress: Progress | None) -> Iterator[RecordedEvent]:
+    for event in found:
+        yield event
+        if progress is not None:
+            progress(1)
+
+
 @dataclass(frozen=True)
 class LeaseChange:
     """What an append does to its job's lease: open it for an attempt, or end it."""
@@ -139,7 +149,8 @@ class Reads(ABC):
 
     @abstractmethod
     def jobs(self, where: JobFilter) -> list[JobView]:
-        """Jobs that changed after `where.after`, in ledger_position order, at most `limit`."""
+        """Jobs that changed after `where.after` (and before `where.before`), in ledger_position
+        order (descending with `newest_first`), at most `limit`."""
 
     @abstractmethod
     def job_by_idempotency_key(self, account: str, key: str) -> JobView | None: ...
@@ -212,6 +223,10 @@ class Reads(ABC):
     @abstractmethod
     def find_events(self, where: EventFilter) -> list[RecordedEvent]:
         """Events matching the filter, in position order, at most `limit`."""
+
+    @abstractmethod
+    def last_event_by(self, actor: str) -> RecordedEvent | None:
+        """The latest event recorded by `actor` (e.g. the reconciler), or None."""
 
     @abstractmethod
     def heads(self) -> Heads: ...
@@ -348,9 +363,9 @@ class Store(ABC):
         """Every event in position order, page by page (constant memory)."""
 
     @abstractmethod
-    def rebuild_read_models(self) -> int:
+    def rebuild_read_models(self, progress: Progress | None = None) -> int:
         """Replace every read model by a fold of the events alone, atomically; returns how
-        many events were replayed."""
+        many events were replayed (`progress` is told each event as it is folded)."""
 
     @abstractmethod
     def upgrade_schema(self) -> tuple[str | None, str | None]:

@@ -28,7 +28,7 @@ from ledger.errors import (
 )
 from ledger.events import TERMINAL_EVENT_TYPES, NewEvent, RecordedEvent
 from ledger.job_view import JobView
-from ledger.persistence.base import Appended, Reads, Store, Writes
+from ledger.persistence.base import Appended, Progress, Reads, Store, Writes
 from ledger.persistence.memory_reads import Lease, MemoryReads, MemoryState
 from ledger.read_models import model_for
 from ledger.token_view import TokenView
@@ -197,7 +197,7 @@ class MemoryStore(Store):
             snapshot = list(self.state.events)
         return iter(snapshot)
 
-    def rebuild_read_models(self) -> int:
+    def rebuild_read_models(self, progress: Progress | None = None) -> int:
         with self._lock:
             events = list(self.state.events)
             self.state = MemoryState(
@@ -211,6 +211,8 @@ class MemoryStore(Store):
                 if event.type in TERMINAL_EVENT_TYPES:
                     self.state.terminal.add(event.stream_id)
                 tx._fold(event.stream_id, [event])
+                if progress is not None:
+                    progress(1)
             return len(events)
 
     def upgrade_schema(self) -> tuple[str | None, str | None]:

@@ -74,9 +74,12 @@ class MemoryReads(Reads):
         found = [
             v
             for v in self.state.jobs.values()
-            if v.ledger_position > where.after and where.account in (None, v.account)
+            if v.ledger_position > where.after
+            and where.account in (None, v.account)
+            and (where.before is None or v.ledger_position < where.before)
         ]
-        return sorted(found, key=lambda v: v.ledger_position)[: where.limit]
+        found.sort(key=lambda v: v.ledger_position, reverse=where.newest_first)
+        return found[: where.limit]
 
     def job_by_idempotency_key(self, account: str, key: str) -> JobView | None:
         job_id = self.state.idempotency.get((account, key))
@@ -219,6 +222,9 @@ class MemoryReads(Reads):
             heads=heads,
             ledger_hash=last,
         )
+
+    def last_event_by(self, actor: str) -> RecordedEvent | None:
+        return next((e for e in reversed(self.state.events) if e.actor == actor), None)
 
     def last_position(self) -> int:
         return self.state.events[-1].position if self.state.events else 0

@@ -149,7 +149,10 @@ class SqlReads(Reads):
         query = select(jobs.c.view).where(jobs.c.ledger_position > where.after)
         if where.account is not None:
             query = query.where(jobs.c.account == where.account)
-        query = query.order_by(jobs.c.ledger_position).limit(where.limit)
+        if where.before is not None:
+            query = query.where(jobs.c.ledger_position < where.before)
+        order = jobs.c.ledger_position.desc() if where.newest_first else jobs.c.ledger_position
+        query = query.order_by(order).limit(where.limit)
         return [JobView.model_validate(row.view) for row in self.conn.execute(query)]
 
     def job_by_idempotency_key(self, account: str, key: str) -> JobView | None:
@@ -309,6 +312,12 @@ class SqlReads(Reads):
             query = query.where(events.c.recorded_at < where.until)
         query = query.order_by(events.c.position).limit(where.limit)
         return [row_to_event(row) for row in self.conn.execute(query)]
+
+    def last_event_by(self, actor: str) -> RecordedEvent | None:
+        # Walks the position index from the end: the actor's last event is usually recent.
+        query = select(*EVENT_COLUMNS).where(events.c.actor == actor)
+        row = self.conn.execute(query.order_by(events.c.position.desc()).limit(1)).first()
+        return row_to_event(row) if row is not None else None
 
     def heads(self) -> Heads:
         position = int(self.conn.execute(_LAST_POSITION).scalar_one())

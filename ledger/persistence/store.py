@@ -31,9 +31,11 @@ from ledger.persistence.base import (
     Listener,
     OnConnect,
     OnJobs,
+    Progress,
     Reads,
     Store,
     Writes,
+    counted,
 )
 from ledger.persistence.engine import READ_ONLY
 from ledger.persistence.errors import translated
@@ -274,10 +276,10 @@ class SqlStore(Store):
             raise SchemaMissingError("this ledger has no request key: run `outcomes migrate`")
         return bytes.fromhex(value)
 
-    def rebuild_read_models(self) -> int:
+    def rebuild_read_models(self, progress: Progress | None = None) -> int:
         with self.transaction() as tx:
             tx.lock_positions()  # appends wait for it, so nothing lands half-way
-            return rebuild(tx.conn, self.projections, tx.iter_events())
+            return rebuild(tx.conn, self.projections, counted(tx.iter_events(), progress))
 
     def upgrade_schema(self) -> tuple[str | None, str | None]:
         from ledger.persistence import migrate  # Alembic is loaded only by who migrates

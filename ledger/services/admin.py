@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ledger.errors import StorageError
 from ledger.privileges import ConnectedRole, check_role_name, no_roles
 from ledger.services.ledger import Ledger
@@ -46,10 +48,10 @@ def privilege_warning(ledger: Ledger) -> str | None:
     return role.warning() if role is not None else None
 
 
-def rebuild(ledger: Ledger) -> int:
+def rebuild(ledger: Ledger, progress: Callable[[int], None] | None = None) -> int:
     """Rebuild every read model from the events alone, in one transaction (appends wait);
-    returns how many events were replayed."""
-    return ledger.store.rebuild_read_models()
+    returns how many events were replayed (`progress` is told of each one)."""
+    return ledger.store.rebuild_read_models(progress)
 
 
 def check(ledger: Ledger) -> int:

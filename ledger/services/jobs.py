@@ -68,12 +68,19 @@ def events(ledger: Ledger, job_id: str, caller: TokenView | None = None) -> list
 
 
 def listing(
-    ledger: Ledger, account: str | None = None, after: int = 0, limit: int = 100
+    ledger: Ledger,
+    account: str | None = None,
+    after: int = 0,
+    limit: int = 100,
+    *,
+    before: int | None = None,
+    newest_first: bool = False,
 ) -> list[JobView]:
-    """Jobs of one account (None: every account) that changed after the cursor, in
-    ledger_position order."""
+    """Jobs of one account (None: every account) that changed after `after` (and before
+    `before`), in ledger_position order, newest first when asked."""
+    where = JobFilter(account, after, limit, before, newest_first)
     with ledger.store.quick_read() as reads:
-        return reads.jobs(JobFilter(account=account, after=after, limit=limit))
+        return reads.jobs(where)
 
 
 def changes(

@@ -19,6 +19,13 @@ def test_healthz_and_readyz(client: TestClient) -> None:
     assert ready.json() == {"status": "ready"}  # public: nothing about the ledger's volume
 
 
+def test_the_root_sends_a_person_to_the_docs(client: TestClient) -> None:
+    response = client.get("/", follow_redirects=False)
+    assert (response.status_code, response.headers["location"]) == (307, "/docs")
+    assert client.get("/").status_code == 200  # the docs page itself
+    assert "/" not in client.get("/openapi.json").json()["paths"]
+
+
 def test_readyz_is_503_problem_when_the_ledger_is_not_there(tmp_path: Path) -> None:
     store = open_sql(f"sqlite:///{tmp_path / 'never-migrated.db'}")
     try:

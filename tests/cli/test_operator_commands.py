@@ -56,6 +56,7 @@ def test_every_command_has_help(outcomes: Invoke) -> None:
         ["tokens", "revoke"],
         ["demo"],
         ["rebuild"],
+        ["status"],
     ]
     for command in commands:
         result = outcomes(*command, "--help")
@@ -128,13 +129,27 @@ def test_jobs_show_and_list(outcomes: Invoke, database_url: str) -> None:
     listed = orjson.loads(outcomes("jobs", "list", "--account", "acme", "--json").stdout)
     assert [item["job_id"] for item in listed["items"]] == [job_id]
     everything = orjson.loads(outcomes("jobs", "list", "--json").stdout)
-    assert {item["job_id"] for item in everything["items"]} == {job_id, other}
+    assert [item["job_id"] for item in everything["items"]] == [other, job_id]  # newest first
     page = orjson.loads(outcomes("jobs", "list", "--limit", "1", "--json").stdout)
     assert (page["count"], page["truncated"], everything["truncated"]) == (1, True, False)
+    assert (page["items"][0]["job_id"], page["next_option"]) == (other, "--before")
     rest = orjson.loads(
-        outcomes("jobs", "list", "--after", str(page["next_cursor"]), "--json").stdout
+        outcomes("jobs", "list", "--before", str(page["next_cursor"]), "--json").stdout
     )
-    assert [i["job_id"] for i in page["items"] + rest["items"]] == [job_id, other]
+    assert [i["job_id"] for i in page["items"] + rest["items"]] == [other, job_id]
+    assert rest["truncated"] is False
+    first = orjson.loads(
+        outcomes("jobs", "list", "--oldest-first", "--limit", "1", "--json").stdout
+    )
+    assert (first["items"][0]["job_id"], first["next_option"]) == (job_id, "--after")
+    later = orjson.loads(
+        outcomes(
+            "jobs", "list", "--oldest-first", "--after", str(first["next_cursor"]), "--json"
+        ).stdout
+    )
+    assert [i["job_id"] for i in later["items"]] == [other]
+    text = outcomes("jobs", "list", "--limit", "1")
+    assert f"outcomes jobs list --before {page['next_cursor']}" in text.stderr
 
 
 def test_tokens_create_list_revoke(outcomes: Invoke) -> None:

@@ -19,8 +19,8 @@ import orjson
 import pytest
 
 from ledger.codes import Code, Status
-from tests.factories import get_job
-from tests.plugins.deployments import Deployment, deployments, wait_until
+from tests.factories import get_job, open_sql
+from tests.plugins.deployments import Deployment, deployments, stream_types, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -205,8 +205,9 @@ def test_a_brake_pulled_from_the_cli_with_no_api_is_obeyed_by_running_workers(
 
 
 def test_demo_prints_every_outcome_and_code(tmp_path: Path) -> None:
+    home = tmp_path / "demo"
     run = subprocess.run(
-        outcomes_argv("demo", "--home", str(tmp_path / "demo"), "--json"),
+        outcomes_argv("demo", "--home", str(home), "--json"),
         env=embedded_env(),
         capture_output=True,
         timeout=300,
@@ -225,6 +226,27 @@ def test_demo_prints_every_outcome_and_code(tmp_path: Path) -> None:
         "satisfy_precondition",
         "stop_and_report",
     } <= actions
+    stories = {row["scenario"]: row for row in rows}
+
+    # A worker killed mid-job: the reconciler, not the worker, records the silence.
+    lost = stories["worker killed mid-job (reconciler)"]
+    assert (lost["http"], lost["status"], lost["code"], lost["cause"]) == (
+        202,
+        "failed",
+        "OUTCOME_MISSING",
+        "worker_lost",
+    )
+    assert lost["next_action"] == "verify_at_source"  # the tool spends
+    # Queued before the brake was pulled: accepted at submit, halted by the worker.
+    halted = stories["queued, then brake pulled (worker halts)"]
+    assert (halted["http"], halted["status"], halted["code"]) == (202, "refused", "BRAKE_ENGAGED")
+    with open_sql(f"sqlite:///{home / '.outcomes' / 'ledger.db'}") as store:
+        lost_events = store.read_stream(f"job-{lost['job_id']}")
+        halted_types = stream_types(store, halted["job_id"])
+    assert [e.type for e in lost_events][:2] == ["job.accepted", "work.started"]
+    assert lost_events[-1].actor == "reconciler"
+    assert halted_types == ["job.accepted", "work.halted"]
+
     table = subprocess.run(
         outcomes_argv("demo", "--home", str(tmp_path / "demo-table")),
         env=embedded_env(),
@@ -234,3 +256,6 @@ def test_demo_prints_every_outcome_and_code(tmp_path: Path) -> None:
     ).stdout.decode()
     assert table.splitlines()[0].split() == ["SCENARIO", "STATUS", "CODE", "NEXT", "ACTION"]
     assert len([line for line in table.splitlines() if "ACCESS_DENIED" in line]) == 2
+    lines = table.splitlines()
+    assert any("worker killed mid-job" in x and "OUTCOME_MISSING/worker_lost" in x for x in lines)
+    assert any("brake pulled (worker halts)" in x and "BRAKE_ENGAGED" in x for x in lines)

@@ -1,0 +1,31 @@
+"""What the ledger itself says about a deployment's health (`outcomes status`): open jobs by
+status, the active brakes, and when the reconciler last recorded anything. The broker's side
+(workers answering, queue depth) is the adapters' to ask."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from ledger.brake_view import BrakeView
+from ledger.codes import Status
+from ledger.services.ledger import Ledger
+from ledger.services.reconcile import ACTOR as RECONCILER
+
+
+@dataclass(frozen=True)
+class LedgerStatus:
+    open_jobs: dict[str, int]  # queued / running / retrying → count (zeros included)
+    brakes: list[BrakeView]
+    last_reconcile: datetime | None  # the reconciler's last recorded finding
+    last_position: int
+
+
+def ledger_status(ledger: Ledger) -> LedgerStatus:
+    with ledger.store.reading() as reads:
+        found = reads.summarize_jobs(None, None, None, None)
+        brakes = reads.active_brakes()
+        last = reads.last_event_by(RECONCILER)
+        position = reads.last_position()
+    open_jobs = {s.value: found.by_status.get(s.value, 0) for s in Status if not s.terminal}
+    return LedgerStatus(open_jobs, brakes, last.recorded_at if last else None, position)

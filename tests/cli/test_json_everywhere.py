@@ -1,0 +1,111 @@
+"""Every data command has `--json`, and what it prints parses: found by walking the command
+tree, so a new data command without `--json` fails here. `outcomes status` gets its own test."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+import orjson
+import pytest
+
+from cli.main import cli
+from tests.cli.test_operator_commands import accepted_job
+from tests.plugins.cli import Invoke
+
+# Commands that print no data: they run something (the export is JSON Lines already).
+NOT_DATA = {"serve", "worker", "audit export"}
+
+
+def leaves(group: click.Group, prefix: str = "") -> dict[str, click.Command]:
+    found: dict[str, click.Command] = {}
+    for name, command in group.commands.items():
+        path = f"{prefix}{name}"
+        if isinstance(command, click.Group):
+            found |= leaves(command, f"{path} ")
+        else:
+            found[path] = command
+    return found
+
+
+def test_every_data_command_has_a_json_option() -> None:
+    missing = [
+        path
+        for path, command in leaves(cli).items()
+        if path not in NOT_DATA and not any("--json" in p.opts for p in command.params)
+    ]
+    assert missing == []
+
+
+@pytest.fixture
+def scratch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The embedded broker (reconcile, status) lives under the working directory."""
+    monkeypatch.chdir(tmp_path)
+    for name in ("OUTCOMES_BROKER_URL", "OUTCOMES_QUEUE", "OUTCOMES_TOOLS"):
+        monkeypatch.delenv(name, raising=False)
+    return tmp_path
+
+
+def test_every_json_output_parses(outcomes: Invoke, database_url: str, scratch: Path) -> None:
+    job_id = accepted_job(database_url)
+    token = orjson.loads(
+        outcomes("tokens", "create", "--account", "acme", "--role", "agent", "--json").stdout
+    )
+    pulled = orjson.loads(
+        outcomes("brake", "pull", "--scope", "account:nobody", "--reason", "r", "--json").stdout
+    )
+    runs = {
+        "migrate": ["migrate"],
+        "rebuild": ["rebuild"],
+        "reconcile": ["reconcile", "--once"],
+        "brake pull": ["brake", "pull", "--scope", "account:other", "--reason", "r"],
+        "brake release": ["brake", "release", pulled["brake_id"], "--reason", "r"],
+        "brake status": ["brake", "status"],
+        "jobs show": ["jobs", "show", job_id],
+        "jobs list": ["jobs", "list"],
+        "tokens create": ["tokens", "create", "--account", "acme", "--role", "agent"],
+        "tokens list": ["tokens", "list"],
+        "tokens revoke": ["tokens", "revoke", token["id"]],
+        "audit summary": ["audit", "summary"],
+        "audit digest": ["audit", "digest"],
+        "audit verify": ["audit", "verify"],
+        "status": ["status", "--api-url", "http://127.0.0.1:9", "--timeout", "0.2"],
+    }
+    assert set(runs) | NOT_DATA | {"audit events", "demo"} == set(leaves(cli))  # demo: its test
+    for name, args in runs.items():
+        stdout = outcomes(*args, "--json").stdout
+        assert isinstance(orjson.loads(stdout), dict), name
+    lines = outcomes("audit", "events", "--json").stdout.splitlines()
+    events = [orjson.loads(line) for line in lines]  # JSON Lines: one event per line
+    assert len(events) >= 4 and all(isinstance(e, dict) for e in events)
+    assert "JSON Lines" in outcomes("audit", "events", "--help").stdout
+    # Long runs show a progress bar on stderr (its label alone off a terminal): stdout stays
+    # parseable.
+    for args, label in ((["rebuild"], "rebuilding"), (["audit", "verify"], "verifying")):
+        assert label in outcomes(*args).stderr, args
+    assert "exporting" in outcomes("audit", "export").stderr
+
+
+def test_status_on_one_screen(
+    outcomes: Invoke, database_url: str, scratch: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    accepted_job(database_url)
+    outcomes("brake", "pull", "--scope", "tool:x.y", "--reason", "incident 9")
+    args = ["status", "--api-url", "http://127.0.0.1:9", "--timeout", "0.2", "--json"]
+    before = orjson.loads(outcomes(*args).stdout)
+    assert before["api"]["ready"] is False and before["api"]["error"]
+    assert before["broker"]["reachable"] is True and before["broker"]["workers"] == []
+    assert before["broker"]["queue_depth"] == 0  # (a queue that holds messages: integration)
+    assert before["open_jobs"] == {"queued": 1, "running": 0, "retrying": 0}
+    assert [b["scope"] for b in before["brakes"]] == ["tool:x.y"]
+    assert before["last_reconcile"] is None
+
+    # The job's dispatch deadline has passed at once: the reconciler re-dispatches it.
+    monkeypatch.setenv("OUTCOMES_DISPATCH_TIMEOUT_S", "0.000001")
+    assert orjson.loads(outcomes("reconcile", "--once", "--json").stdout)["recorded"]
+    after = orjson.loads(outcomes(*args).stdout)
+    assert after["last_reconcile"] is not None
+
+    text = outcomes("status", "--api-url", "http://127.0.0.1:9", "--timeout", "0.2").stdout
+    for label in ("api:", "workers:", "queue:", "open jobs:", "brakes:", "reconciler:"):
+        assert label in text
