@@ -15,10 +15,10 @@ import orjson
 import pytest
 
 from cli.errors import EXIT_PROBLEM
-from tests.cli.test_processes import ROOT, embedded_env, outcomes_argv
 from tests.plugins.cli import Invoke
 from tests.plugins.deployments import wait_until
 from tests.plugins.tampering import Seeded, tamper_delete
+from tests.serving import ROOT, embedded_env, outcomes_argv
 
 
 def published(folder: Path) -> list[Path]:

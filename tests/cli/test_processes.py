@@ -3,12 +3,7 @@ the CLI with no API running, and the demo's table."""
 
 from __future__ import annotations
 
-import os
-import re
-import signal
-import socket
 import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -21,25 +16,7 @@ import pytest
 from ledger.codes import Code, Status
 from tests.factories import get_job, open_sql
 from tests.plugins.deployments import Deployment, deployments, stream_types, wait_until
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def outcomes_argv(*args: str) -> list[str]:
-    return [sys.executable, "-m", "cli", *args]
-
-
-def embedded_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OUTCOMES_")}
-    env["PYTHONPATH"] = str(ROOT)
-    return env | extra
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+from tests.serving import embedded_env, outcomes_argv, serving
 
 
 def http(method: str, url: str, token: str, body: Any = None) -> tuple[int, Any]:
@@ -78,59 +55,8 @@ def served(tmp_path: Path) -> Iterator[tuple[str, str]]:
             check=True,
         )
     token = orjson.loads(run.stdout)["token"]
-    port = free_port()
-    log = (tmp_path / "serve.log").open("wb")
-    server = subprocess.Popen(
-        outcomes_argv("serve", "--port", str(port)),
-        cwd=tmp_path,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    base = f"http://127.0.0.1:{port}"
-
-    def healthy() -> bool:
-        if server.poll() is not None:
-            pytest.fail(f"serve exited: {(tmp_path / 'serve.log').read_text()[-2000:]}")
-        try:
-            with urllib.request.urlopen(base + "/healthz", timeout=2) as response:
-                return bool(response.status == 200)
-        except OSError:
-            return False
-
-    try:
-        wait_until(healthy, 60, "outcomes serve to answer /healthz")
+    with serving(tmp_path, env) as base:
         yield base, token
-    finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
-            server.wait(timeout=10)
-        log.close()
-        _no_orphan_worker(tmp_path / "serve.log")
-
-
-def _no_orphan_worker(serve_log: Path) -> None:
-    """`serve` started a worker in its own session: stopping serve must stop it too."""
-    found = re.search(r"worker pid (\d+)", serve_log.read_text())
-    assert found, "serve did not report its worker's pid"
-    pid = int(found.group(1))
-
-    def gone() -> bool:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return True
-        return False
-
-    try:
-        wait_until(gone, 30, f"serve's worker (pid {pid}) to stop with serve")
-    finally:
-        if not gone():
-            os.killpg(pid, signal.SIGKILL)
 
 
 def test_serve_on_embedded_defaults_runs_api_worker_and_reconciler(

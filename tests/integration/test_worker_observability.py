@@ -4,7 +4,6 @@ pool ran, and its stderr has one JSON line per outcome, without the canary argum
 
 from __future__ import annotations
 
-import socket
 import urllib.request
 import uuid
 from collections import Counter
@@ -17,6 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import tests.tools  # noqa: F401  (the canary tools, in this process too)
 from tests.plugins.deployments import Deployment, deployments, wait_terminal, wait_until
+from tests.serving import free_port
 from tests.tools import ECHO
 
 # tool -> (status, code) of its one outcome
@@ -27,12 +27,6 @@ JOBS = {
     "canary.decline": ("declined", None),
     "canary.halt": ("refused", "BRAKE_ENGAGED"),
 }
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def histogram_counts(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
