@@ -28,7 +28,10 @@ test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -m "not soak"
+	# Most tests wait on services and processes, not on the CPU: three at a time, a file
+	# to each (its fixtures stay together); those that stop a shared service run alone after.
+	$(BIN)/python -m pytest -m "not soak and not serial" -n 3 --dist loadfile
+	$(BIN)/python -m pytest -m "serial and not soak"
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

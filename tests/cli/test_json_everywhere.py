@@ -13,8 +13,9 @@ from cli.main import cli
 from tests.cli.test_operator_commands import accepted_job
 from tests.plugins.cli import Invoke
 
-# Commands that print no data: they run something (the export is JSON Lines already).
-NOT_DATA = {"serve", "worker", "audit export"}
+# Commands that print no data: they run something (the export is JSON Lines already; `mcp`
+# speaks MCP on stdio).
+NOT_DATA = {"serve", "worker", "mcp", "audit export"}
 
 
 def leaves(group: click.Group, prefix: str = "") -> dict[str, click.Command]:
@@ -69,6 +70,7 @@ def test_every_json_output_parses(outcomes: Invoke, database_url: str, scratch: 
         "audit summary": ["audit", "summary"],
         "audit digest": ["audit", "digest"],
         "audit verify": ["audit", "verify"],
+        "tools list": ["tools", "list"],
         "status": ["status", "--api-url", "http://127.0.0.1:9", "--timeout", "0.2"],
     }
     assert set(runs) | NOT_DATA | {"audit events", "demo"} == set(leaves(cli))  # demo: its test

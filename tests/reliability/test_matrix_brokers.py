@@ -37,6 +37,9 @@ from tests.plugins.matrix import (
 )
 from tests.reliability.checker import fast_policy
 
+# Stops or restarts a shared service: runs alone, after the parallel part of `make test`.
+pytestmark = pytest.mark.serial
+
 STARTED_ONCE = ["job.accepted", "work.started", "work.succeeded"]
 
 

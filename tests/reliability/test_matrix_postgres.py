@@ -57,6 +57,9 @@ from tests.plugins.matrix import (
 from tests.reliability.checker import fast_policy, settle
 from tests.tools import Work
 
+# Stops or restarts a shared service: runs alone, after the parallel part of `make test`.
+pytestmark = pytest.mark.serial
+
 GATED = 6
 QUICK = 10
 
