@@ -2,28 +2,19 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from ledger.errors import ConfigurationError
 from ledger.settings import load_settings
 
-OUTCOMES = (
-    "OUTCOMES_DATABASE_URL",
-    "OUTCOMES_BROKER_URL",
-    "OUTCOMES_TOOLS",
-    "OUTCOMES_QUEUE",
-    "OUTCOMES_LEASE_S",
-    "OUTCOMES_DISPATCH_TIMEOUT_S",
-    "OUTCOMES_REDIS_VISIBILITY_S",
-    "OUTCOMES_PREFETCH",
-    "OUTCOMES_TASK_EVENTS",
-)
-
 
 @pytest.fixture(autouse=True)
 def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in OUTCOMES:
-        monkeypatch.delenv(name, raising=False)
+    """Every OUTCOMES_ setting unset: each test sets what it is about."""
+    for name in [n for n in os.environ if n.startswith("OUTCOMES_")]:
+        monkeypatch.delenv(name)
 
 
 def test_defaults() -> None:
@@ -80,6 +71,46 @@ def test_task_events_is_a_flag(monkeypatch: pytest.MonkeyPatch, value: str, expe
     ],
 )
 def test_a_bad_value_is_a_one_line_configuration_error(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str
+) -> None:
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ConfigurationError) as info:
+        load_settings()
+    assert str(info.value).startswith(name) and "\n" not in str(info.value)
+
+
+# --- logs and metrics ---------------------------------------------------------------------
+
+
+def test_defaults_are_text_logs_and_a_closed_metrics_route() -> None:
+    settings = load_settings()
+    assert (settings.log_format, settings.metrics_open) == ("text", False)
+    assert (settings.metrics_port, settings.metrics_host) == (None, "127.0.0.1")
+
+
+def test_good_log_and_metrics_values_are_taken(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OUTCOMES_LOG_FORMAT", " JSON ")
+    monkeypatch.setenv("OUTCOMES_METRICS_OPEN", "1")
+    monkeypatch.setenv("OUTCOMES_METRICS_PORT", "9464")
+    monkeypatch.setenv("OUTCOMES_METRICS_HOST", "0.0.0.0")
+    settings = load_settings()
+    assert (settings.log_format, settings.metrics_open) == ("json", True)
+    assert (settings.metrics_port, settings.metrics_host) == (9464, "0.0.0.0")
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("OUTCOMES_LOG_FORMAT", "yaml"),
+        ("OUTCOMES_LOG_FORMAT", "json,text"),
+        ("OUTCOMES_METRICS_OPEN", "maybe"),
+        ("OUTCOMES_METRICS_OPEN", "2"),
+        ("OUTCOMES_METRICS_PORT", "0"),
+        ("OUTCOMES_METRICS_PORT", "65536"),
+        ("OUTCOMES_METRICS_PORT", "http"),
+    ],
+)
+def test_a_bad_log_or_metrics_value_is_a_one_line_configuration_error(
     monkeypatch: pytest.MonkeyPatch, name: str, value: str
 ) -> None:
     monkeypatch.setenv(name, value)
