@@ -86,7 +86,7 @@ _TOKEN_EVENTS = (
     select(*EVENT_COLUMNS)
     .where(
         events.c.stream_id
-        == select(literal("token-").concat(tokens.c.token_id))
+        == select(literal(token_stream("")).concat(tokens.c.token_id))  # the stream's name
         .where(tokens.c.token_hash == bindparam("token_hash"))
         .scalar_subquery()
     )
