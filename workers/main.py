@@ -14,10 +14,12 @@ from ledger.services.ledger import open_ledger
 from ledger.settings import load_settings
 from workers import observability
 from workers.app import make_celery
+from workers.shutdown import PromptShutdown
 
 log = logging.getLogger(__name__)
 
 app: Celery = make_celery()
+app.steps["worker"].add(PromptShutdown)
 
 
 @worker_ready.connect
