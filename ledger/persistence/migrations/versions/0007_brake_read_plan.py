@@ -6,8 +6,8 @@ body at every call: about 150 µs of server CPU each time, on an empty ledger. T
 in PL/pgSQL keeps its plan for the session (about 20 µs). Same name, arguments, result and
 privileges (`CREATE OR REPLACE` keeps the grants), so revoking it still fails closed.
 
-Revision ID: 0006
-Revises: 0005
+Revision ID: 0007
+Revises: 0006
 Create Date: 2026-12-01
 """
 
@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from alembic import op
 
-revision = "0006"
-down_revision = "0005"
+revision = "0007"
+down_revision = "0006"
 branch_labels = None
 depends_on = None
 
