@@ -50,6 +50,26 @@ def every_event(ledger: Ledger, progress: Progress | None = None) -> Iterator[Re
     return _counting(found, progress) if progress is not None else found
 
 
+@dataclass(frozen=True)
+class LedgerHead:
+    """The newest event's position, time and ledger-wide link (which binds every event before
+    it): what a verification or a digest taken now would cover."""
+
+    position: int
+    recorded_at: datetime | None
+    ledger_hash: str | None
+
+
+def head(ledger: Ledger) -> LedgerHead:
+    """Two index reads, whatever the ledger's size (the console's audit page)."""
+    with ledger.store.reading() as reads:
+        last = reads.last_position()
+        found = reads.find_events(EventFilter(after=max(last - 1, 0), limit=1)) if last else []
+    if not found:
+        return LedgerHead(last, None, None)
+    return LedgerHead(found[0].position, found[0].recorded_at, found[0].ledger_hash)
+
+
 def take_digest(ledger: Ledger) -> Digest:
     """The head of every stream up to the current last position."""
     with ledger.store.reading() as reads:
