@@ -222,16 +222,16 @@ def _row(view: JobView) -> dict[str, Any]:
 def job_page(request: Request, job_id: str) -> Response:
     viewer = viewer_of(request)
     view, entries = jobs.timeline(state_of(request).ledger, job_id, viewer.token)
-    staff = {
+    staff: dict[str, object] = {
         "ledger position": view.ledger_position,
         "spends": view.spends,
         "max attempts": view.max_attempts,
         "timeout (s)": view.timeout_s,
         "dispatches": view.dispatches,
         "last fingerprint": view.last_fingerprint,
-        "lease expires": view.lease_expires_at,
-        "retry due": view.due_at,
     }
+    if not view.terminal:  # a closed job's last lease and retry time no longer mean anything
+        staff |= {"lease expires": view.lease_expires_at, "retry due": view.due_at}
     return page(
         "job.html",
         viewer=viewer,

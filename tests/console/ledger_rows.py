@@ -73,7 +73,11 @@ def seed(ledger: Ledger) -> Seeded:
         started(1),
         new(
             WorkRetryScheduled(
-                attempt=1, error=timeout, fingerprint="tracker-config-v1", due_at=soon, detail=f"x"
+                attempt=1,
+                error=timeout,
+                fingerprint="tracker-config-v1",
+                due_at=soon,
+                detail="tracker timed out after 30 s",
             )
         ),
         started(2),
