@@ -188,14 +188,14 @@ def _jobs_context(request: Request, viewer: Viewer) -> dict[str, Any]:
     ledger = state_of(request).ledger
     found = jobs.search(ledger, query.to_filter(viewer.scope))
     account = viewer.scope or query.account
-    counts = audit.summary(ledger, account, query.tool, query.since, query.until)
+    by_status = audit.status_counts(ledger, account, query.tool, query.since, query.until)
     shown = found[:PAGE_SIZE]
     older = query.query_string(before=shown[-1].ledger_position) if len(found) > PAGE_SIZE else None
     return {
         "query": query,
         "rows": [_row(view) for view in shown],
         "older": older,
-        "counts": counts,
+        "counts": {"jobs": sum(by_status.values()), "by_status": by_status},
         "statuses": [s.value for s in Status],
         "codes": [c.value for c in Code],
     }

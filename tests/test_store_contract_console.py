@@ -110,3 +110,14 @@ def test_recent_brakes_and_the_jobs_each_held(any_store: Store) -> None:
         assert reads.jobs_held(ids, "acme") == {"b-new": 1}
         assert reads.jobs_held([]) == {}
         assert len(reads.recent_brakes(1)) == 1
+
+
+def test_count_statuses_agrees_with_the_summary(any_store: Store) -> None:
+    any_store.append(fresh_job_stream(), [accepted(tool="a.x")], NO_STREAM)
+    any_store.append(fresh_job_stream(), [accepted(tool="a.x"), started(), succeeded()], NO_STREAM)
+    any_store.append(fresh_job_stream(), [accepted(tool="a.y"), started(), failed()], NO_STREAM)
+    with any_store.reading() as reads:
+        assert reads.count_statuses(None) == {"failed": 1, "queued": 1, "succeeded": 1}
+        assert reads.count_statuses(None) == reads.summarize_jobs(None).by_status
+        assert reads.count_statuses("acme", "a.x") == {"queued": 1, "succeeded": 1}
+        assert reads.count_statuses(None, until=EPOCH) == {}

@@ -181,6 +181,17 @@ class Reads(ABC):
     ) -> JobSummary: ...
 
     @abstractmethod
+    def count_statuses(
+        self,
+        account: str | None,
+        tool: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> dict[str, int]:
+        """How many jobs hold each status (created since/until, of one account and tool where
+        given): `summarize_jobs` by status alone, which an index on status answers."""
+
+    @abstractmethod
     def count_jobs(self) -> list[JobCount]:
         """Every job counted by (accepted, status, code, tool): the metrics' ledger counts."""
 

@@ -129,6 +129,15 @@ class MemoryReads(Reads):
             groups[key] = groups.get(key, 0) + 1
         return JobSummary.from_groups((*k, n) for k, n in groups.items())
 
+    def count_statuses(
+        self,
+        account: str | None,
+        tool: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> dict[str, int]:
+        return self.summarize_jobs(account, tool, since, until).by_status
+
     def count_jobs(self) -> list[JobCount]:
         groups: dict[tuple[bool, str, str | None, str], int] = {}
         for v in self.state.jobs.values():

@@ -246,6 +246,21 @@ class SqlReads(Reads):
         query = query.group_by(jobs.c.status, jobs.c.code, jobs.c.tool, jobs.c.account)
         return JobSummary.from_groups(self.conn.execute(query))
 
+    def count_statuses(
+        self,
+        account: str | None,
+        tool: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> dict[str, int]:
+        query = select(jobs.c.status, func.count()).where(*_job_scope(account, tool))
+        if since is not None:
+            query = query.where(jobs.c.created_at >= since)
+        if until is not None:
+            query = query.where(jobs.c.created_at < until)
+        found = self.conn.execute(query.group_by(jobs.c.status))
+        return {str(status): int(n) for status, n in sorted(found)}
+
     def count_jobs(self) -> list[JobCount]:
         columns = (jobs.c.accepted, jobs.c.status, jobs.c.code, jobs.c.tool)
         query = select(*columns, func.count()).group_by(*columns).order_by(*columns)

@@ -39,6 +39,18 @@ def summary(
         return reads.summarize_jobs(account, tool, since, until)
 
 
+def status_counts(
+    ledger: Ledger,
+    account: str | None,
+    tool: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+) -> dict[str, int]:
+    """`summary`'s counts by status alone (the console's jobs page: read on every refresh)."""
+    with ledger.store.quick_read() as reads:
+        return reads.count_statuses(account, tool, since, until)
+
+
 def size(ledger: Ledger) -> int:
     """The last position: how far an export or a verify will go (for progress bars)."""
     return ledger.store.last_position()
