@@ -15,6 +15,7 @@ from api.limits import MAX_BODY_BYTES, BodyLimitMiddleware
 from api.openapi import build_openapi
 from api.state import ApiState
 from api.waiter import JobWaiter
+from console.web import mount as mount_console
 from ledger.dispatch import Dispatcher
 from ledger.services import admin
 from ledger.services.ledger import Ledger, open_ledger
@@ -78,6 +79,7 @@ def create_app(
     app.router.routes.append(
         Route(MCP_PATH, mcp, methods=["GET", "POST", "DELETE"], include_in_schema=False)
     )
+    mount_console(app, opened)  # the read-only console at /console, over the same ledger
     handlers.install(app)
     app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes)
     app.openapi = lambda: build_openapi(app)  # type: ignore[method-assign]

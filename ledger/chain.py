@@ -233,6 +233,20 @@ def verify_chain(
     return report
 
 
+def stream_links(stream: Iterable[RecordedEvent]) -> list[tuple[RecordedEvent, list[Problem]]]:
+    """Each event of one stream (in version order) with its own link's problems: its hash
+    recomputed and its prev_hash against the event before it. The ledger-wide link needs the
+    neighbouring positions of other streams, so only `verify_chain` over the whole log sees it."""
+    found: list[tuple[RecordedEvent, list[Problem]]] = []
+    head: tuple[int, str] | None = None
+    for link in stream:
+        report = VerifyReport()
+        _check_link(link, head, report)
+        found.append((link, report.problems))
+        head = (link.stream_version, link.hash)
+    return found
+
+
 def _check_link(link: RecordedEvent, head: tuple[int, str] | None, report: VerifyReport) -> None:
     prev_version, prev_hash = head if head else (0, None)
     where = f"{link.stream_id} v{link.stream_version} (position {link.position})"

@@ -13,6 +13,7 @@ from datetime import datetime
 
 from ledger.brake_view import BrakeView
 from ledger.clock import format_time
+from ledger.job_view import JobView
 
 MAX_POSITION = 2**63 - 1  # positions are BIGINT: a larger cursor is not a position
 
@@ -36,6 +37,38 @@ class JobFilter:
     limit: int = 100
     before: int | None = None  # only jobs whose ledger_position is below it
     newest_first: bool = False  # the operator's view: what just changed comes first
+    # The console's filters (None: any); each is a column of the jobs read model.
+    status: str | None = None
+    code: str | None = None
+    tool: str | None = None
+    since: datetime | None = None  # created at or after
+    until: datetime | None = None  # created before
+    spends: bool | None = None
+
+    def matches(self, view: JobView) -> bool:
+        """The filter as a predicate (the memory store's reading; SQL says it in its query)."""
+        code = view.code.value if view.code else None
+        return (
+            view.ledger_position > self.after
+            and (self.before is None or view.ledger_position < self.before)
+            and self.account in (None, view.account)
+            and self.status in (None, view.status.value)
+            and self.code in (None, code)
+            and self.tool in (None, view.tool)
+            and (self.since is None or view.created_at >= self.since)
+            and (self.until is None or view.created_at < self.until)
+            and self.spends in (None, view.spends)
+        )
+
+
+@dataclass(frozen=True)
+class MissingOutcome:
+    """A job recorded failed with OUTCOME_MISSING: when (its last change), the silence's
+    cause (never_started, worker_lost, no_outcome_returned) and whether its tool spends."""
+
+    at: datetime
+    cause: str | None
+    spends: bool
 
 
 @dataclass(frozen=True)

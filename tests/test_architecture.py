@@ -11,8 +11,18 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("ledger", "api", "workers", "cli", "observability", "mcp_server", "examples", "bench")
-ADAPTERS = ("api", "workers", "cli", "mcp_server")
+PACKAGES = (
+    "ledger",
+    "api",
+    "workers",
+    "cli",
+    "observability",
+    "mcp_server",
+    "console",
+    "examples",
+    "bench",
+)
+ADAPTERS = ("api", "workers", "cli", "mcp_server", "console")
 MCP_SDK = ("mcp", "mcp_types")
 FRAMEWORKS = ("celery", "kombu", "fastapi", "starlette", "click", "uvicorn", "httpx", *MCP_SDK)
 METRICS = ("prometheus_client",)
@@ -128,8 +138,15 @@ CLI_ENTRY_POINTS = {
     "mcp_server.stdio.check_token",
     "mcp_server.stdio.serve_stdio",
 }
-# The API mounts the MCP adapter's streamable HTTP transport at /mcp (one app, one port).
-API_MOUNTS = {"mcp_server.http", "mcp_server.http.PATH", "mcp_server.http.McpHttp"}
+# The API mounts the MCP adapter's streamable HTTP transport at /mcp and the console at
+# /console (one app, one port).
+API_MOUNTS = {
+    "mcp_server.http",
+    "mcp_server.http.PATH",
+    "mcp_server.http.McpHttp",
+    "console.web",
+    "console.web.mount",
+}
 
 
 def _edges(level: int) -> dict[str, set[str]]:

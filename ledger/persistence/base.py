@@ -31,7 +31,7 @@ from ledger.errors import (
 from ledger.events import NewEvent, RecordedEvent, job_stream
 from ledger.job_view import JobView
 from ledger.privileges import ConnectedRole, no_roles
-from ledger.queries import EventFilter, Heads, JobCount, JobFilter, JobSummary
+from ledger.queries import EventFilter, Heads, JobCount, JobFilter, JobSummary, MissingOutcome
 from ledger.reconcile_rules import OpenJob
 from ledger.token_view import TokenView
 
@@ -150,7 +150,8 @@ class Reads(ABC):
     @abstractmethod
     def jobs(self, where: JobFilter) -> list[JobView]:
         """Jobs that changed after `where.after` (and before `where.before`), in ledger_position
-        order (descending with `newest_first`), at most `limit`."""
+        order (descending with `newest_first`), at most `limit`, matching the filter's other
+        fields (status, code, tool, created since/until, spends) where they are set."""
 
     @abstractmethod
     def job_by_idempotency_key(self, account: str, key: str) -> JobView | None: ...
@@ -180,8 +181,26 @@ class Reads(ABC):
     ) -> JobSummary: ...
 
     @abstractmethod
+    def count_statuses(
+        self,
+        account: str | None,
+        tool: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> dict[str, int]:
+        """How many jobs hold each status (created since/until, of one account and tool where
+        given): `summarize_jobs` by status alone, which an index on status answers."""
+
+    @abstractmethod
     def count_jobs(self) -> list[JobCount]:
         """Every job counted by (accepted, status, code, tool): the metrics' ledger counts."""
+
+    @abstractmethod
+    def missing_outcomes(
+        self, account: str | None, since: datetime, limit: int
+    ) -> list[MissingOutcome]:
+        """Jobs failed with OUTCOME_MISSING whose last change is at or after `since` (of one
+        account, or all: None), most recent first, at most `limit` (the console's silence)."""
 
     # --- brakes ---------------------------------------------------------------------------
 
@@ -195,6 +214,16 @@ class Reads(ABC):
     @abstractmethod
     def waiting_jobs(self, scope: str, account: str | None = None) -> int:
         """Open jobs not running (queued, retrying) in this brake scope (and account)."""
+
+    @abstractmethod
+    def recent_brakes(self, limit: int) -> list[BrakeView]:
+        """Brakes active or released, as the brakes read model holds them (for people to
+        read, never to decide), the most recently changed first, at most `limit`."""
+
+    @abstractmethod
+    def jobs_held(self, brake_ids: Sequence[str], account: str | None = None) -> dict[str, int]:
+        """How many jobs each of these brakes refused or halted (BRAKE_ENGAGED naming it as
+        the cause), of one account or all (None); brakes that held none are left out."""
 
     # --- tokens ---------------------------------------------------------------------------
 

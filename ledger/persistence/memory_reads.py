@@ -11,11 +11,11 @@ from typing import Any
 from ledger.access import token_stream
 from ledger.brake_view import BrakeView, fold_brake
 from ledger.brakes import brake_stream
-from ledger.codes import Status
+from ledger.codes import Code, Status
 from ledger.events import RecordedEvent, job_stream
 from ledger.job_view import JobView
 from ledger.persistence.base import Reads
-from ledger.queries import EventFilter, Heads, JobCount, JobFilter, JobSummary
+from ledger.queries import EventFilter, Heads, JobCount, JobFilter, JobSummary, MissingOutcome
 from ledger.read_models import READ_MODELS
 from ledger.reconcile_rules import OpenJob
 from ledger.token_view import TokenView, fold_token, presented
@@ -71,13 +71,7 @@ class MemoryReads(Reads):
         return {j: self.state.jobs[j] for j in job_ids if j in self.state.jobs}
 
     def jobs(self, where: JobFilter) -> list[JobView]:
-        found = [
-            v
-            for v in self.state.jobs.values()
-            if v.ledger_position > where.after
-            and where.account in (None, v.account)
-            and (where.before is None or v.ledger_position < where.before)
-        ]
+        found = [v for v in self.state.jobs.values() if where.matches(v)]
         found.sort(key=lambda v: v.ledger_position, reverse=where.newest_first)
         return found[: where.limit]
 
@@ -135,12 +129,37 @@ class MemoryReads(Reads):
             groups[key] = groups.get(key, 0) + 1
         return JobSummary.from_groups((*k, n) for k, n in groups.items())
 
+    def count_statuses(
+        self,
+        account: str | None,
+        tool: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> dict[str, int]:
+        return self.summarize_jobs(account, tool, since, until).by_status
+
     def count_jobs(self) -> list[JobCount]:
         groups: dict[tuple[bool, str, str | None, str], int] = {}
         for v in self.state.jobs.values():
             key = (v.accepted, v.status.value, v.code.value if v.code else None, v.tool)
             groups[key] = groups.get(key, 0) + 1
         return [JobCount(*k, jobs=n) for k, n in sorted(groups.items(), key=_group_order)]
+
+    def missing_outcomes(
+        self, account: str | None, since: datetime, limit: int
+    ) -> list[MissingOutcome]:
+        found = [
+            v
+            for v in self.state.jobs.values()
+            if v.code is Code.OUTCOME_MISSING
+            and account in (None, v.account)
+            and v.updated_at >= since
+        ]
+        found.sort(key=lambda v: v.ledger_position, reverse=True)
+        return [
+            MissingOutcome(v.updated_at, v.error.cause if v.error else None, v.spends)
+            for v in found[:limit]
+        ]
 
     # --- brakes ---------------------------------------------------------------------------
 
@@ -164,6 +183,19 @@ class MemoryReads(Reads):
             and (kind != "account" or v.account == name)
             and account in (None, v.account)
         )
+
+    def recent_brakes(self, limit: int) -> list[BrakeView]:
+        found = sorted(self.state.brakes.values(), key=lambda b: b.ledger_position, reverse=True)
+        return found[:limit]
+
+    def jobs_held(self, brake_ids: Sequence[str], account: str | None = None) -> dict[str, int]:
+        wanted = set(brake_ids)
+        held: dict[str, int] = {}
+        for v in self.state.jobs.values():
+            cause = v.error.cause if v.error else None
+            if v.code is Code.BRAKE_ENGAGED and cause in wanted and account in (None, v.account):
+                held[str(cause)] = held.get(str(cause), 0) + 1
+        return held
 
     # --- tokens ---------------------------------------------------------------------------
 

@@ -101,6 +101,9 @@ jobs = Table(
     Index("ix_jobs_position", "ledger_position"),
     Index("uq_jobs_account_idempotency_key", "account", "idempotency_key", unique=True),
     Index("ix_jobs_quota", "account", "tool", "created_at"),
+    # The console's lists and counts by status and by code (silence, the jobs a brake held).
+    Index("ix_jobs_status_position", "status", "ledger_position"),
+    Index("ix_jobs_code_position", "code", "ledger_position"),
 )
 # The reconciler's work grows with open jobs, not with the ledger.
 Index(

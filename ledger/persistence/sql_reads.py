@@ -34,13 +34,13 @@ from ledger.access import token_stream
 from ledger.brake_view import BrakeView, evolve_brake, fold_brake
 from ledger.brakes import brake_stream
 from ledger.clock import utc
-from ledger.codes import Status
+from ledger.codes import Code, Status
 from ledger.events import RecordedEvent
 from ledger.job_view import JobView
 from ledger.persistence.base import Reads
 from ledger.persistence.errors import translated
-from ledger.persistence.schema import READ_MODEL_TABLES, events, jobs, leases, tokens
-from ledger.queries import EventFilter, Heads, JobCount, JobFilter, JobSummary
+from ledger.persistence.schema import READ_MODEL_TABLES, brakes, events, jobs, leases, tokens
+from ledger.queries import EventFilter, Heads, JobCount, JobFilter, JobSummary, MissingOutcome
 from ledger.reconcile_rules import OpenJob
 from ledger.token_view import TokenView, fold_token, presented
 
@@ -107,6 +107,9 @@ _ACTIVE_PULLS = select(*EVENT_COLUMNS).where(
     ),
 )
 _READ_MODELS = {table.name: table for table in READ_MODEL_TABLES}
+# A job's error cause, read from its view (the brake a BRAKE_ENGAGED names, the silence an
+# OUTCOME_MISSING names): `->>`/`#>>` on Postgres, json_extract on SQLite.
+_CAUSE = jobs.c.view[("error", "cause")].as_string()
 
 
 def row_to_event(row: RowT) -> RecordedEvent:
@@ -147,10 +150,22 @@ class SqlReads(Reads):
 
     def jobs(self, where: JobFilter) -> list[JobView]:
         query = select(jobs.c.view).where(jobs.c.ledger_position > where.after)
-        if where.account is not None:
-            query = query.where(jobs.c.account == where.account)
         if where.before is not None:
             query = query.where(jobs.c.ledger_position < where.before)
+        equal = {
+            jobs.c.account: where.account,
+            jobs.c.status: where.status,
+            jobs.c.code: where.code,
+            jobs.c.tool: where.tool,
+            jobs.c.spends: where.spends,
+        }
+        query = query.where(
+            *(column == value for column, value in equal.items() if value is not None)
+        )
+        if where.since is not None:
+            query = query.where(jobs.c.created_at >= where.since)
+        if where.until is not None:
+            query = query.where(jobs.c.created_at < where.until)
         order = jobs.c.ledger_position.desc() if where.newest_first else jobs.c.ledger_position
         query = query.order_by(order).limit(where.limit)
         return [JobView.model_validate(row.view) for row in self.conn.execute(query)]
@@ -231,10 +246,44 @@ class SqlReads(Reads):
         query = query.group_by(jobs.c.status, jobs.c.code, jobs.c.tool, jobs.c.account)
         return JobSummary.from_groups(self.conn.execute(query))
 
+    def count_statuses(
+        self,
+        account: str | None,
+        tool: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> dict[str, int]:
+        query = select(jobs.c.status, func.count()).where(*_job_scope(account, tool))
+        if since is not None:
+            query = query.where(jobs.c.created_at >= since)
+        if until is not None:
+            query = query.where(jobs.c.created_at < until)
+        found = self.conn.execute(query.group_by(jobs.c.status))
+        return {str(status): int(n) for status, n in sorted(found)}
+
     def count_jobs(self) -> list[JobCount]:
         columns = (jobs.c.accepted, jobs.c.status, jobs.c.code, jobs.c.tool)
         query = select(*columns, func.count()).group_by(*columns).order_by(*columns)
         return [JobCount(bool(a), s, c, t, int(n)) for a, s, c, t, n in self.conn.execute(query)]
+
+    def missing_outcomes(
+        self, account: str | None, since: datetime, limit: int
+    ) -> list[MissingOutcome]:
+        # Three columns, not the view: a long window decodes no JSON document per job.
+        query = (
+            select(jobs.c.updated_at, _CAUSE.label("cause"), jobs.c.spends)
+            .where(
+                *_job_scope(account, None),
+                jobs.c.code == Code.OUTCOME_MISSING.value,
+                jobs.c.updated_at >= since,
+            )
+            .order_by(jobs.c.ledger_position.desc())
+            .limit(limit)
+        )
+        return [
+            MissingOutcome(utc(row.updated_at), row.cause, bool(row.spends))
+            for row in self.conn.execute(query)
+        ]
 
     # --- brakes ---------------------------------------------------------------------------
 
@@ -263,6 +312,25 @@ class SqlReads(Reads):
         if account is not None:
             query = query.where(jobs.c.account == account)
         return int(self.conn.execute(query).scalar_one())
+
+    def recent_brakes(self, limit: int) -> list[BrakeView]:
+        query = select(brakes.c.view).order_by(brakes.c.ledger_position.desc()).limit(limit)
+        return [BrakeView.model_validate(row.view) for row in self.conn.execute(query)]
+
+    def jobs_held(self, brake_ids: Sequence[str], account: str | None = None) -> dict[str, int]:
+        if not brake_ids:
+            return {}
+        cause = _CAUSE.label("cause")
+        query = (
+            select(cause, func.count())
+            .where(
+                *_job_scope(account, None),
+                jobs.c.code == Code.BRAKE_ENGAGED.value,
+                _CAUSE.in_(list(brake_ids)),
+            )
+            .group_by(_CAUSE)
+        )
+        return {str(c): int(n) for c, n in self.conn.execute(query)}
 
     # --- tokens ---------------------------------------------------------------------------
 

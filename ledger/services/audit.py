@@ -39,6 +39,18 @@ def summary(
         return reads.summarize_jobs(account, tool, since, until)
 
 
+def status_counts(
+    ledger: Ledger,
+    account: str | None,
+    tool: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+) -> dict[str, int]:
+    """`summary`'s counts by status alone (the console's jobs page: read on every refresh)."""
+    with ledger.store.quick_read() as reads:
+        return reads.count_statuses(account, tool, since, until)
+
+
 def size(ledger: Ledger) -> int:
     """The last position: how far an export or a verify will go (for progress bars)."""
     return ledger.store.last_position()
@@ -48,6 +60,26 @@ def every_event(ledger: Ledger, progress: Progress | None = None) -> Iterator[Re
     """Every event in position order, page by page (an export, a verify)."""
     found: Iterator[RecordedEvent] = ledger.store.iter_events()
     return _counting(found, progress) if progress is not None else found
+
+
+@dataclass(frozen=True)
+class LedgerHead:
+    """The newest event's position, time and ledger-wide link (which binds every event before
+    it): what a verification or a digest taken now would cover."""
+
+    position: int
+    recorded_at: datetime | None
+    ledger_hash: str | None
+
+
+def head(ledger: Ledger) -> LedgerHead:
+    """Two index reads, whatever the ledger's size (the console's audit page)."""
+    with ledger.store.reading() as reads:
+        last = reads.last_position()
+        found = reads.find_events(EventFilter(after=max(last - 1, 0), limit=1)) if last else []
+    if not found:
+        return LedgerHead(last, None, None)
+    return LedgerHead(found[0].position, found[0].recorded_at, found[0].ledger_hash)
 
 
 def take_digest(ledger: Ledger) -> Digest:

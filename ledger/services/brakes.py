@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 
 from ledger import event_log
 from ledger.brake_view import BrakeView
@@ -47,6 +48,40 @@ def active(ledger: Ledger) -> list[BrakeView]:
         return reads.active_brakes()
 
 
+@dataclass(frozen=True)
+class BrakeRecord:
+    """A brake, active or released, with the jobs it held: those it refused or halted, and,
+    while it holds, those it keeps waiting now (the console's brakes page)."""
+
+    brake: BrakeView
+    held: int
+    waiting: int | None  # None: released, nothing waits on it
+
+
+def history(ledger: Ledger, account: str | None = None, limit: int = 50) -> list[BrakeRecord]:
+    """Active and past brakes, the most recently changed first, as `holds` scopes them: seen
+    from one account, the brakes that concern it, counting only its own jobs."""
+    with ledger.store.reading() as reads:
+        found = [b for b in reads.recent_brakes(limit) if _concerns(b, account)]
+        held = reads.jobs_held([b.brake_id for b in found], account)
+        return [
+            BrakeRecord(
+                b,
+                held.get(b.brake_id, 0),
+                reads.waiting_jobs(b.scope, account) if b.active else None,
+            )
+            for b in found
+        ]
+
+
+def _concerns(brake: BrakeView, account: str | None) -> bool:
+    return (
+        account is None
+        or not brake.scope.startswith("account:")
+        or brake.scope == f"account:{account}"
+    )
+
+
 def holds(ledger: Ledger, account: str | None = None) -> list[BrakeHold]:
     """The brakes that hold now, each with the jobs it keeps waiting (`GET /v1/brakes`,
     `outcomes brake status`). Seen from one account: the brakes that hold its jobs (global,
@@ -56,7 +91,5 @@ def holds(ledger: Ledger, account: str | None = None) -> list[BrakeHold]:
         return [
             BrakeHold(b, reads.waiting_jobs(b.scope, account))
             for b in reads.active_brakes()
-            if account is None
-            or not b.scope.startswith("account:")
-            or b.scope == f"account:{account}"
+            if _concerns(b, account)
         ]

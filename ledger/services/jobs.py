@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ledger.access import DETAIL_ROLES, hash_token, may_see
+from ledger.chain import stream_links
 from ledger.cursor import cursor_key, seal, unseal
 from ledger.errors import JobNotFoundError
 from ledger.events import job_stream
 from ledger.job_view import JobView
 from ledger.persistence.base import Listener, OnConnect, OnJobs
-from ledger.public import job_event
+from ledger.public import job_event, public_event
 from ledger.queries import JobFilter
 from ledger.services.ledger import Ledger
 from ledger.services.tokens import admit
@@ -81,6 +83,45 @@ def listing(
     where = JobFilter(account, after, limit, before, newest_first)
     with ledger.store.quick_read() as reads:
         return reads.jobs(where)
+
+
+def search(ledger: Ledger, where: JobFilter) -> list[JobView]:
+    """Jobs matching every field the filter sets (the console's list, newest first when
+    asked), as one indexed read; the caller scopes `where.account` to what it may see."""
+    with ledger.store.quick_read() as reads:
+        return reads.jobs(where)
+
+
+@dataclass(frozen=True)
+class TimelineEntry:
+    """One event of a job as staff read it (`ledger.public`: argument values withheld, hashes
+    for auditors only) and whether its own link of the job's hash chain verifies."""
+
+    event: dict[str, Any]
+    problems: list[str]
+
+    @property
+    def verified(self) -> bool:
+        return not self.problems
+
+
+def timeline(ledger: Ledger, job_id: str, caller: TokenView) -> tuple[JobView, list[TimelineEntry]]:
+    """A job and its events, oldest first, each with its link checked (operators and
+    auditors: `caller` must hold one of DETAIL_ROLES). Read in one view of the ledger, so the
+    events are the ones the job's view was folded from."""
+    if caller.role not in DETAIL_ROLES:
+        raise JobNotFoundError(job_id)
+    key = job_key(job_id)
+    if key is None:
+        raise JobNotFoundError(job_id)
+    with ledger.store.reading() as reads:
+        view = _visible(caller, reads.job(key), job_id)
+        recorded = reads.read_stream(job_stream(key))
+    hashes = caller.role == "auditor"  # the hashes cover the stored arguments: a guessing oracle
+    return view, [
+        TimelineEntry(public_event(event, hashes=hashes), [p.message for p in problems])
+        for event, problems in stream_links(recorded)
+    ]
 
 
 def changes(

@@ -102,6 +102,13 @@ def authenticate(ledger: Ledger, token: str) -> TokenView:
         return admit(reads.token_by_hash(hash_token(token)))
 
 
+def current(ledger: Ledger, token_id: str) -> TokenView:
+    """A token known by its id (a console session keeps the id, never the secret), checked
+    again as a presented one is: revoked since sign-in means NotAuthenticatedError now."""
+    with ledger.store.quick_read() as reads:
+        return admit(reads.token(token_id))
+
+
 def admit(view: TokenView | None) -> TokenView:
     """The one rule for a presented token: it exists, is not revoked, and has a scope its role
     may hold (an agent token for '*' recorded before that was refused reads nothing). A caller

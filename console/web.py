@@ -1,0 +1,334 @@
+"""The console's routes under `/console`, and `mount`, which the API calls to serve them beside
+`/v1` (one app, one port, one `outcomes serve`).
+
+Read-only: the only forms are sign-in and sign-out (POST, and the session cookie is
+SameSite=Strict, so another site cannot submit them with it). Every page is a GET that reads
+through `ledger.services`, scoped to the viewer's account."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from typing import Any, ParamSpec, TypeVar
+from urllib.parse import parse_qs
+
+import orjson
+from fastapi import APIRouter, FastAPI
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
+from starlette.staticfiles import StaticFiles
+
+from console.chart import chart
+from console.errors import (
+    BadRequest,
+    ConsoleError,
+    LedgerUnavailable,
+    PageNotFound,
+    SignInRequired,
+)
+from console.filters import PAGE_SIZE, read_query
+from console.render import SECURITY_HEADERS, fragment, page
+from console.sessions import COOKIE, PATH, Sessions
+from console.timeline import steps
+from console.verifier import Verifier
+from console.viewer import ConsoleState, Viewer, state_of, viewer_of
+from ledger.access import DETAIL_ROLES
+from ledger.clock import now
+from ledger.codes import Code, Status
+from ledger.errors import (
+    JobNotFoundError,
+    NotAuthenticatedError,
+    SchemaMissingError,
+    StorageError,
+)
+from ledger.job_view import JobView, envelope
+from ledger.public import public_event
+from ledger.queries import EventFilter, JobFilter
+from ledger.services import audit, brakes, jobs, silence, tokens
+from ledger.services.ledger import Ledger
+
+router = APIRouter(prefix=PATH, include_in_schema=False)
+P = ParamSpec("P")
+R = TypeVar("R")
+SIGN_IN_BODY_BYTES = 4096  # a token is ~46 characters; nothing larger is read
+WINDOWS = {
+    "24h": (timedelta(hours=24), 24),
+    "7d": (timedelta(days=7), 28),
+    "30d": (timedelta(days=30), 30),
+}
+EXPORT_PAGE = 2000
+BRAKE_COMMANDS = (
+    'outcomes brake pull --scope tool:NAME --reason "…"',
+    'outcomes brake release BRAKE_ID --reason "…"',
+)
+
+
+def mount(app: FastAPI, ledger: Ledger) -> None:
+    """Serve the console from `app` over `ledger`."""
+    app.state.console = ConsoleState(ledger, Sessions(), Verifier(ledger))
+    app.include_router(router)
+    app.mount(
+        f"{PATH}/static", StaticFiles(packages=[("console", "static")]), name="console-static"
+    )
+    app.add_exception_handler(ConsoleError, _on_console_error)
+
+
+def guarded(route: Callable[P, R]) -> Callable[P, R]:
+    """The ledger's errors as console pages (the API's handlers would answer problem+json)."""
+
+    @functools.wraps(route)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return route(*args, **kwargs)
+        except NotAuthenticatedError:
+            raise SignInRequired("Sign in with an operator or auditor token.") from None
+        except JobNotFoundError:
+            raise PageNotFound("No such job (or not one of your account's).") from None
+        except SchemaMissingError:
+            raise LedgerUnavailable("The ledger has no tables yet: run outcomes migrate.") from None
+        except StorageError:
+            raise LedgerUnavailable("The ledger did not answer; reload in a moment.") from None
+
+    return wrapper
+
+
+async def _on_console_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ConsoleError)
+    if isinstance(exc, SignInRequired):
+        return RedirectResponse(f"{PATH}/sign-in", status_code=303, headers=SECURITY_HEADERS)
+    return page("error.html", exc.status, title=exc.title, message=exc.message, viewer=None)
+
+
+# --- signing in and out --------------------------------------------------------------------
+
+
+@router.get("")
+async def home() -> RedirectResponse:
+    return RedirectResponse(f"{PATH}/jobs", status_code=303, headers=SECURITY_HEADERS)
+
+
+@router.get("/sign-in")
+def sign_in_page(request: Request) -> Response:
+    if state_of(request).sessions.get(request.cookies.get(COOKIE)) is not None:
+        return RedirectResponse(f"{PATH}/jobs", status_code=303, headers=SECURITY_HEADERS)
+    return page("sign_in.html", viewer=None, message=None)
+
+
+@router.post("/sign-in")
+async def sign_in(request: Request) -> Response:
+    token = await _posted_token(request)
+    state = state_of(request)
+    try:
+        found = await run_in_threadpool(tokens.authenticate, state.ledger, token)
+    except NotAuthenticatedError:
+        message = "That token is not valid: unknown or revoked."
+        return page("sign_in.html", 401, viewer=None, message=message)
+    except StorageError:
+        raise LedgerUnavailable("The ledger did not answer; try again in a moment.") from None
+    if found.role not in DETAIL_ROLES:
+        return page("refused.html", 403, viewer=None)
+    answer = RedirectResponse(f"{PATH}/jobs", status_code=303, headers=SECURITY_HEADERS)
+    answer.set_cookie(
+        COOKIE,
+        state.sessions.open(found),
+        path=PATH,
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+    )
+    return answer
+
+
+@router.post("/sign-out")
+def sign_out(request: Request) -> Response:
+    state_of(request).sessions.close(request.cookies.get(COOKIE))
+    answer = RedirectResponse(f"{PATH}/sign-in", status_code=303, headers=SECURITY_HEADERS)
+    answer.delete_cookie(COOKIE, path=PATH, httponly=True, samesite="strict")
+    return answer
+
+
+async def _posted_token(request: Request) -> str:
+    body = b""
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > SIGN_IN_BODY_BYTES:
+            raise BadRequest("The sign-in form sends one token, nothing larger.")
+    fields = parse_qs(body.decode("utf-8", "replace"), max_num_fields=4)
+    return (fields.get("token") or [""])[0].strip()
+
+
+# --- jobs ----------------------------------------------------------------------------------
+
+
+@router.get("/jobs")
+@guarded
+def jobs_page(request: Request) -> Response:
+    viewer = viewer_of(request)
+    return page("jobs.html", viewer=viewer, nav="jobs", **_jobs_context(request, viewer))
+
+
+@router.get("/jobs/rows")
+@guarded
+def jobs_rows(request: Request) -> Response:
+    """The live part of the jobs page, for its script (a page without JS just reloads)."""
+    viewer = viewer_of(request)
+    context = _jobs_context(request, viewer)
+    body = {
+        "rows": fragment("_job_rows.html", **context),
+        "counts": fragment("_counts.html", **context),
+        "updated": now().strftime("%H:%M:%S UTC"),
+    }
+    return JSONResponse(body, headers=SECURITY_HEADERS)
+
+
+def _jobs_context(request: Request, viewer: Viewer) -> dict[str, Any]:
+    query = read_query(request.query_params)
+    ledger = state_of(request).ledger
+    found = jobs.search(ledger, query.to_filter(viewer.scope))
+    account = viewer.scope or query.account
+    by_status = audit.status_counts(ledger, account, query.tool, query.since, query.until)
+    shown = found[:PAGE_SIZE]
+    older = query.query_string(before=shown[-1].ledger_position) if len(found) > PAGE_SIZE else None
+    return {
+        "query": query,
+        "rows": [_row(view) for view in shown],
+        "older": older,
+        "counts": {"jobs": sum(by_status.values()), "by_status": by_status},
+        "statuses": [s.value for s in Status],
+        "codes": [c.value for c in Code],
+    }
+
+
+def _row(view: JobView) -> dict[str, Any]:
+    """What the list shows of a job: the envelope's fields (never its arguments)."""
+    return {
+        "job_id": view.job_id,
+        "account": view.account,
+        "tool": view.tool,
+        "status": view.status.value,
+        "code": view.code.value if view.code else None,
+        "cause": view.error.cause if view.error and view.code is Code.OUTCOME_MISSING else None,
+        "attempts": view.attempts,
+        "next_action": view.next_action.value,
+        "created_at": view.created_at,
+        "updated_at": view.updated_at,
+    }
+
+
+@router.get("/jobs/{job_id}")
+@guarded
+def job_page(request: Request, job_id: str) -> Response:
+    viewer = viewer_of(request)
+    view, entries = jobs.timeline(state_of(request).ledger, job_id, viewer.token)
+    staff: dict[str, object] = {
+        "ledger position": view.ledger_position,
+        "spends": view.spends,
+        "max attempts": view.max_attempts,
+        "timeout (s)": view.timeout_s,
+        "dispatches": view.dispatches,
+        "last fingerprint": view.last_fingerprint,
+    }
+    if not view.terminal:  # a closed job's last lease and retry time no longer mean anything
+        staff |= {"lease expires": view.lease_expires_at, "retry due": view.due_at}
+    return page(
+        "job.html",
+        viewer=viewer,
+        nav="jobs",
+        job=_row(view),
+        envelope=envelope(view).model_dump(mode="json"),
+        staff=staff,
+        steps=steps(entries),
+    )
+
+
+# --- silence, brakes, audit ----------------------------------------------------------------
+
+
+@router.get("/silence")
+@guarded
+def silence_page(request: Request) -> Response:
+    viewer = viewer_of(request)
+    window = request.query_params.get("window", "24h")
+    if window not in WINDOWS:
+        raise BadRequest("The window is one of 24h, 7d and 30d.")
+    span, buckets = WINDOWS[window]
+    ledger = state_of(request).ledger
+    report = silence.silence(ledger, viewer.scope, now(), span, buckets)
+    where = JobFilter(
+        account=viewer.scope,
+        limit=PAGE_SIZE,
+        newest_first=True,
+        status=Status.FAILED.value,
+        code=Code.OUTCOME_MISSING.value,
+        spends=True,
+    )
+    return page(
+        "silence.html",
+        viewer=viewer,
+        nav="silence",
+        window=window,
+        windows=list(WINDOWS),
+        report=report,
+        chart=chart(report),
+        verify=[_row(view) for view in jobs.search(ledger, where)],
+    )
+
+
+@router.get("/brakes")
+@guarded
+def brakes_page(request: Request) -> Response:
+    viewer = viewer_of(request)
+    found = brakes.history(state_of(request).ledger, viewer.scope, limit=100)
+    return page(
+        "brakes.html",
+        viewer=viewer,
+        nav="brakes",
+        active=[r for r in found if r.brake.active],
+        past=[r for r in found if not r.brake.active],
+        commands=BRAKE_COMMANDS,
+    )
+
+
+@router.get("/audit")
+@guarded
+def audit_page(request: Request) -> Response:
+    viewer = viewer_of(request)
+    state = state_of(request)
+    state.verifier.refresh()
+    last, running = state.verifier.state()
+    return page(
+        "audit.html",
+        viewer=viewer,
+        nav="audit",
+        head=audit.head(state.ledger),
+        last=last,
+        running=running,
+    )
+
+
+@router.get("/audit/export.jsonl")
+@guarded
+def audit_export(request: Request) -> Response:
+    """The events the viewer may read, as JSON Lines: the staff view (argument values
+    withheld, hashes for auditors), never the raw rows: `outcomes audit export` is that."""
+    viewer = viewer_of(request)
+    ledger = state_of(request).ledger
+    headers = SECURITY_HEADERS | {
+        "Content-Disposition": 'attachment; filename="outcomes-events.jsonl"'
+    }
+    return StreamingResponse(
+        _export_lines(ledger, viewer), media_type="application/x-ndjson", headers=headers
+    )
+
+
+def _export_lines(ledger: Ledger, viewer: Viewer) -> Iterator[bytes]:
+    after = 0
+    while found := audit.events(
+        ledger, EventFilter(account=viewer.scope, after=after, limit=EXPORT_PAGE)
+    ):
+        yield b"".join(
+            orjson.dumps(public_event(event, hashes=viewer.auditor)) + b"\n" for event in found
+        )
+        after = found[-1].position
