@@ -19,7 +19,7 @@ def _tick() -> None:
     """Nothing to do: firing at all is the point (the loop then checks for a shutdown)."""
 
 
-class PromptShutdown(bootsteps.StartStopStep):
+class PromptShutdown(bootsteps.StartStopStep):  # type: ignore[misc]  # Celery is untyped
     requires = ("celery.worker.components:Hub",)
 
     def start(self, worker: Any) -> None:
