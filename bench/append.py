@@ -63,7 +63,7 @@ from bench._common import (
 from ledger.chain import event_hash, normalize_data
 from ledger.events import JobAccepted, NewEvent, WorkStarted, job_id_of, job_stream
 from ledger.job_view import JobView
-from ledger.persistence.base import AppendStatus, JobAppend
+from ledger.persistence.appends import AppendStatus, JobAppend
 from ledger.persistence.store import SqlStore
 
 GOAL = 0.7

@@ -61,7 +61,8 @@ from ledger.events import (
     WorkStarted,
     WorkSucceeded,
 )
-from ledger.persistence.base import JobAppend, Store
+from ledger.persistence.appends import JobAppend
+from ledger.persistence.base import Store
 from ledger.services import brakes, tokens
 from ledger.services.ledger import Ledger
 

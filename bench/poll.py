@@ -56,7 +56,8 @@ from bench._common import (
     sqlalchemy_url,
 )
 from ledger.events import JobAccepted, NewEvent, WorkStarted, WorkSucceeded, job_stream
-from ledger.persistence.base import NO_STREAM, Store
+from ledger.persistence.appends import NO_STREAM
+from ledger.persistence.base import Store
 from ledger.persistence.schema import jobs
 from ledger.persistence.sql_reads import SqlReads
 from ledger.persistence.store import SqlStore

@@ -41,7 +41,7 @@ from ledger.events import (
     WorkSucceeded,
     job_stream,
 )
-from ledger.persistence.base import NO_STREAM
+from ledger.persistence.appends import NO_STREAM
 from tests.factories import open_sql
 
 SPAWN = get_context("spawn")

@@ -19,7 +19,7 @@ import pytest
 from ledger.decisions import Caller, JobRequest
 from ledger.events import JobAccepted, NewEvent, WorkStarted, WorkSucceeded
 from ledger.job_view import JobView
-from ledger.persistence.base import AppendStatus, JobAppend
+from ledger.persistence.appends import AppendStatus, JobAppend
 from ledger.persistence.store import SqlStore
 from ledger.services import brakes
 from ledger.services.execute import Executor

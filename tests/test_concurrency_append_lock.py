@@ -15,7 +15,7 @@ import psycopg
 import pytest
 
 from ledger.events import RecordedEvent, job_stream
-from ledger.persistence.base import NO_STREAM
+from ledger.persistence.appends import NO_STREAM
 from ledger.persistence.store import SqlStore
 from tests.concurrent_writers import JOIN_TIMEOUT_S, accepted_event, psycopg_dsn, wait_until
 

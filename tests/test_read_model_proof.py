@@ -18,7 +18,7 @@ from sqlalchemy import Table, insert, select, update
 
 from cli.errors import EXIT_PROBLEM
 from ledger.events import TokenCreated
-from ledger.persistence.base import JobAppend, LeaseChange
+from ledger.persistence.appends import JobAppend, LeaseChange
 from ledger.persistence.engine import make_engine
 from ledger.persistence.schema import brakes, jobs, tokens
 from ledger.persistence.store import SqlStore

@@ -19,7 +19,8 @@ from ledger.errors import (
     InvalidEventError,
 )
 from ledger.events import JobAccepted, NewEvent, job_id_of
-from ledger.persistence.base import NO_STREAM, Store
+from ledger.persistence.appends import NO_STREAM
+from ledger.persistence.base import Store
 from tests.factories import accepted, failed, fresh_job_stream, new, started, succeeded
 
 

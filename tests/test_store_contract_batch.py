@@ -9,13 +9,8 @@ from datetime import UTC, datetime, timedelta
 
 from ledger.codes import Code, Status
 from ledger.events import BrakePulled, job_stream
-from ledger.persistence.base import (
-    NO_STREAM,
-    AppendStatus,
-    JobAppend,
-    LeaseChange,
-    Store,
-)
+from ledger.persistence.appends import NO_STREAM, AppendStatus, JobAppend, LeaseChange
+from ledger.persistence.base import Store
 from ledger.queries import JobFilter
 from tests.factories import accepted, failed, new, started, succeeded
 

@@ -16,7 +16,8 @@ from ledger.events import (
     JobRefused,
     WorkHalted,
 )
-from ledger.persistence.base import NO_STREAM, Store
+from ledger.persistence.appends import NO_STREAM
+from ledger.persistence.base import Store
 from ledger.queries import JobFilter
 from tests.factories import accepted, failed, fresh_job_stream, new, started, succeeded
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 from ledger.codes import Code
 from ledger.error_info import ErrorInfo
 from ledger.events import JobRefused, WorkHalted
-from ledger.persistence.base import NO_STREAM, Store
+from ledger.persistence.appends import NO_STREAM
+from ledger.persistence.base import Store
 from ledger.queries import JobCount
 from tests.factories import accepted, failed, fresh_job_stream, new, started, succeeded
 

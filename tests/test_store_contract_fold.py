@@ -27,7 +27,8 @@ from ledger.events import (
     job_stream,
 )
 from ledger.job_view import JobView, evolve
-from ledger.persistence.base import AppendStatus, JobAppend, Store
+from ledger.persistence.appends import AppendStatus, JobAppend
+from ledger.persistence.base import Store
 from ledger.queries import JobFilter
 from tests.factories import accepted
 

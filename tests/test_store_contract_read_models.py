@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from ledger.events import BrakePulled, TokenCreated, TokenRevoked, job_id_of
-from ledger.persistence.base import NO_STREAM, Store
+from ledger.persistence.appends import NO_STREAM
+from ledger.persistence.base import Store
 from ledger.persistence.store import SqlStore
 from ledger.read_models import BRAKES, JOBS, TOKENS
 from tests.factories import accepted, fresh_job_stream, new, started

@@ -19,7 +19,8 @@ from ledger.events import (
     WorkStarted,
     job_id_of,
 )
-from ledger.persistence.base import BRAKES_LOCK, NO_STREAM, Store
+from ledger.persistence.appends import NO_STREAM
+from ledger.persistence.base import BRAKES_LOCK, Store
 from ledger.queries import EventFilter, JobFilter
 from tests.factories import accepted, failed, fresh_job_stream, new, started, succeeded
 

@@ -13,13 +13,9 @@ import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Coroutine, Iterator, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from datetime import datetime
-from enum import StrEnum
 from types import TracebackType
-from typing import Any, Literal, Protocol, Self, TypeVar
-
-from pydantic import BaseModel
+from typing import Any, Protocol, Self
 
 from ledger.brake_view import BrakeView
 from ledger.errors import (
@@ -30,16 +26,21 @@ from ledger.errors import (
 )
 from ledger.events import NewEvent, RecordedEvent, job_stream
 from ledger.job_view import JobView
+from ledger.persistence.appends import (
+    Appended,
+    AppendStatus,
+    JobAppend,
+    JobAppended,
+    LeaseChange,
+)
 from ledger.privileges import ConnectedRole, no_roles
 from ledger.queries import EventFilter, Heads, JobCount, JobFilter, JobSummary, MissingOutcome
 from ledger.reconcile_rules import OpenJob
 from ledger.token_view import TokenView
 
-NO_STREAM = 0  # expected_version for a stream that must not exist yet
 # The lock workers take shared while they check the brake and claim, and `brake pull` takes
 # exclusive, so that no work starts after a pull has committed (contract §5).
 BRAKES_LOCK = "brakes"
-V = TypeVar("V")
 
 
 Progress = Callable[[int], None]  # told how many events were just handled (progress bars)
@@ -50,89 +51,6 @@ def counted(found: Iterator[RecordedEvent], progress: Progress | None) -> Iterat
         yield event
         if progress is not None:
             progress(1)
-
-
-@dataclass(frozen=True)
-class LeaseChange:
-    """What an append does to its job's lease: open it for an attempt, or end it."""
-
-    op: Literal["start", "drop"]
-    attempt: int
-    worker: str = ""
-    expires_at: datetime | None = None
-
-
-@dataclass(frozen=True)
-class JobAppend:
-    """A job stream's next events, with what the writer already knows of the stream: the view
-    they follow (None: a new job). Batches of these commit together (`append_jobs`)."""
-
-    job_id: str
-    events: Sequence[NewEvent]
-    before: JobView | None
-    lease: LeaseChange | None = None
-    # The brake check of a submit or a claim: the item is refused with status BRAKED (nothing
-    # written) when a brake in one of these scopes holds.
-    brake_scopes: tuple[str, ...] = ()
-    # A claim's check is ordered against `brake pull`: the brakes lock is taken shared first.
-    brakes_lock: bool = False
-    notify: bool = True  # wake long-polls (nobody can wait on a job not yet answered)
-
-    @property
-    def expected_version(self) -> int:
-        return self.before.stream_version if self.before else NO_STREAM
-
-
-class AppendStatus(StrEnum):
-    OK = "ok"
-    CONFLICT = "conflict"  # the stream moved past the view the writer had
-    TERMINAL = "terminal"  # the job already has its one terminal outcome
-    DUPLICATE = "duplicate"  # an event id was recorded before (a retried write that landed)
-    IDEMPOTENCY = "idempotency"  # another job of the account holds the idempotency key
-    BRAKED = "braked"  # a brake in the item's scopes holds: nothing was written
-
-
-@dataclass(frozen=True)
-class JobAppended:
-    """What became of one `JobAppend` of a batch."""
-
-    status: AppendStatus
-    appended: Appended | None = None
-    holder: str | None = None  # IDEMPOTENCY: the job that holds the key
-    brakes: tuple[BrakeView, ...] = ()  # BRAKED: the brakes that hold, oldest first
-
-    @property
-    def job(self) -> JobView:
-        if self.appended is None:
-            raise ValueError(f"nothing was appended ({self.status})")
-        return self.appended.job
-
-
-@dataclass(frozen=True)
-class Appended:
-    """What one append recorded, and the stream's read-model view it projected (folded once:
-    callers use this view instead of folding the events again)."""
-
-    events: list[RecordedEvent]
-    view: BaseModel | None
-
-    @property
-    def job(self) -> JobView:
-        return _as(self.view, JobView)
-
-    @property
-    def brake(self) -> BrakeView:
-        return _as(self.view, BrakeView)
-
-    @property
-    def token(self) -> TokenView:
-        return _as(self.view, TokenView)
-
-
-def _as(view: object, kind: type[V]) -> V:
-    if not isinstance(view, kind):
-        raise TypeError(f"the append projected {type(view).__name__}, not {kind.__name__}")
-    return view
 
 
 class Reads(ABC):

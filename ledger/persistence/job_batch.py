@@ -21,7 +21,7 @@ from ledger.chain import seal
 from ledger.errors import JobStreamError
 from ledger.events import RecordedEvent, job_stream
 from ledger.job_view import JobView, evolve
-from ledger.persistence.base import Appended, AppendStatus, JobAppend, JobAppended
+from ledger.persistence.appends import Appended, AppendStatus, JobAppend, JobAppended
 from ledger.read_models import job_columns
 
 CALL = "SELECT outcomes_append_jobs(%s::jsonb)"

@@ -28,7 +28,8 @@ from ledger.errors import (
 )
 from ledger.events import TERMINAL_EVENT_TYPES, NewEvent, RecordedEvent
 from ledger.job_view import JobView
-from ledger.persistence.base import Appended, Progress, Reads, Store, Writes
+from ledger.persistence.appends import Appended
+from ledger.persistence.base import Progress, Reads, Store, Writes
 from ledger.persistence.memory_reads import Lease, MemoryReads, MemoryState
 from ledger.read_models import model_for
 from ledger.token_view import TokenView

@@ -24,10 +24,8 @@ from ledger.clock import now
 from ledger.errors import ConcurrencyError, SchemaMissingError
 from ledger.events import NewEvent, RecordedEvent
 from ledger.persistence import job_batch, privileges
+from ledger.persistence.appends import Appended, JobAppend, JobAppended
 from ledger.persistence.base import (
-    Appended,
-    JobAppend,
-    JobAppended,
     Listener,
     OnConnect,
     OnJobs,

@@ -10,7 +10,8 @@ from ledger.brake_view import BrakeView
 from ledger.brakes import brake_stream, parse_scope
 from ledger.errors import BrakeNotFoundError, RequestError
 from ledger.events import BrakePulled, BrakeReleased, NewEvent
-from ledger.persistence.base import BRAKES_LOCK, NO_STREAM
+from ledger.persistence.appends import NO_STREAM
+from ledger.persistence.base import BRAKES_LOCK
 from ledger.queries import BrakeHold
 from ledger.services.ledger import Ledger
 

@@ -12,7 +12,8 @@ from types import TracebackType
 from typing import Self
 
 from ledger.batching import GroupCommit
-from ledger.persistence.base import JobAppend, JobAppended, Store
+from ledger.persistence.appends import JobAppend, JobAppended
+from ledger.persistence.base import Store
 from ledger.persistence.open import open_store
 from ledger.settings import load_settings
 from ledger.telemetry import telemetry

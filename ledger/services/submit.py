@@ -31,7 +31,8 @@ from ledger.errors import (
 )
 from ledger.events import JobAccepted, JobRefused, NewEvent, job_stream
 from ledger.job_view import JobView
-from ledger.persistence.base import NO_STREAM, AppendStatus, JobAppend, Writes
+from ledger.persistence.appends import NO_STREAM, AppendStatus, JobAppend
+from ledger.persistence.base import Writes
 from ledger.services.ledger import Ledger
 from ledger.tools import ToolSpec, get_tool
 

@@ -31,12 +31,7 @@ from ledger.events import (
     job_stream,
 )
 from ledger.job_view import JobView
-from ledger.persistence.base import (
-    AppendStatus,
-    JobAppend,
-    JobAppended,
-    LeaseChange,
-)
+from ledger.persistence.appends import AppendStatus, JobAppend, JobAppended, LeaseChange
 from ledger.services.ledger import Ledger
 
 

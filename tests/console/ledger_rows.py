@@ -23,7 +23,7 @@ from ledger.events import (
     WorkSucceeded,
     job_stream,
 )
-from ledger.persistence.base import NO_STREAM
+from ledger.persistence.appends import NO_STREAM
 from ledger.services import brakes, tokens
 from ledger.services.ledger import Ledger
 from tests.factories import new

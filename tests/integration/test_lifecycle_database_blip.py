@@ -18,7 +18,7 @@ from ledger.decisions import JobRequest
 from ledger.errors import StorageUnavailableError
 from ledger.events import NewEvent, WorkSucceeded, job_stream
 from ledger.job_view import JobView
-from ledger.persistence.base import JobAppend, JobAppended
+from ledger.persistence.appends import JobAppend, JobAppended
 from ledger.persistence.store import SqlStore
 from ledger.services.ledger import Ledger
 from ledger.services.submit import submit

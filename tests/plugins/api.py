@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 from api.app import create_app
 from ledger.access import hash_token, new_token, token_stream
 from ledger.events import NewEvent, TokenCreated
-from ledger.persistence.base import NO_STREAM
+from ledger.persistence.appends import NO_STREAM
 from ledger.persistence.store import SqlStore
 from ledger.services.ledger import Ledger
 from ledger.services.tokens import create as create_token

@@ -30,7 +30,8 @@ from ledger.decisions import JobRequest
 from ledger.errors import ImmutableLedgerError, StorageUnavailableError
 from ledger.events import job_stream
 from ledger.outcomes import Succeeded
-from ledger.persistence.base import JobAppend, JobAppended, Reads
+from ledger.persistence.appends import JobAppend, JobAppended
+from ledger.persistence.base import Reads
 from ledger.persistence.store import SqlStore, SqlWrites
 from ledger.services.execute import Executor
 from ledger.services.ledger import Ledger

@@ -17,7 +17,7 @@ from ledger.errors import (
 )
 from ledger.events import NewEvent, TokenCreated
 from ledger.outcomes import Succeeded
-from ledger.persistence.base import NO_STREAM
+from ledger.persistence.appends import NO_STREAM
 from ledger.queries import EventFilter
 from ledger.services import audit, brakes, jobs, tokens
 from ledger.services.execute import Executor

@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 
 from ledger.events import BrakePulled, BrakeReleased
-from ledger.persistence.base import NO_STREAM
+from ledger.persistence.appends import NO_STREAM
 from ledger.persistence.memory import MemoryStore
 from ledger.read_model_check import Mismatch, Replay
 from ledger.services.audit import verify_all

@@ -13,7 +13,7 @@ from ledger.decisions import Caller, JobRequest
 from ledger.events import JobAccepted, NewEvent, job_stream
 from ledger.job_view import JobView
 from ledger.outcomes import Succeeded, ToolFailure
-from ledger.persistence.base import NO_STREAM
+from ledger.persistence.appends import NO_STREAM
 from ledger.services import brakes
 from ledger.services.execute import Executor
 from ledger.services.ledger import Ledger
