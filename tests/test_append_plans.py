@@ -1,0 +1,61 @@
+"""The append function's reads keep good plans on a new ledger (migration 0007).
+
+PL/pgSQL caches a statement's plan per session. Planned while `jobs` is empty (a new ledger,
+before autovacuum's first ANALYZE), the idempotency lookup of a keyed submit walked another
+index over every job of the account, so each submit cost more than the one before. The
+database's own counters say which index each lookup used: no statistics, no timing."""
+
+from __future__ import annotations
+
+import uuid
+
+import psycopg
+import pytest
+
+from ledger.events import JobAccepted
+from ledger.persistence.appends import AppendStatus, JobAppend
+from ledger.persistence.engine import make_engine
+from ledger.persistence.store import SqlStore
+from tests.concurrent_writers import wait_until
+from tests.factories import new
+
+pytestmark = pytest.mark.postgres
+
+# On this schema a fresh plan of the lookup takes the unique index from a few hundred jobs on
+# (below that, any index of the account reads a page or two). A plan cached at the start, as
+# before 0007, kept walking the other index however many jobs the account came to hold.
+SUBMITS = 800
+LATE = 100  # at least the last of them, planned against hundreds of jobs
+
+
+def index_scans(url: str) -> dict[str, int]:
+    dsn = url.replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT indexrelname, idx_scan FROM pg_stat_user_indexes WHERE relname = 'jobs'"
+        ).fetchall()
+    return {name: scans for name, scans in rows}
+
+
+def test_keyed_submits_on_a_new_ledger_find_their_key_through_the_unique_index(
+    pg_database: str,
+) -> None:
+    before = index_scans(pg_database)
+    with SqlStore(make_engine(pg_database)) as store:
+        for _ in range(SUBMITS):
+            payload = JobAccepted(
+                account="acme",
+                tool="tracker.read_issue",
+                args={"issue_ref": "T-1"},
+                idempotency_key=uuid.uuid4().hex,
+            )
+            (done,) = store.append_jobs([JobAppend(str(uuid.uuid4()), [new(payload)], None)])
+            assert done.status is AppendStatus.OK
+
+    # The store is closed: its server processes report their counters as they exit.
+    def counted() -> bool:
+        return index_scans(pg_database)["pk_jobs"] - before["pk_jobs"] >= SUBMITS
+
+    wait_until(counted, 10.0, "the server to count the submits")
+    unique = "uq_jobs_account_idempotency_key"
+    assert index_scans(pg_database)[unique] - before[unique] >= LATE
