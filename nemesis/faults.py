@@ -57,13 +57,16 @@ def schedule(
     workers: int,
     kinds: tuple[str, ...] = tuple(KINDS),
 ) -> list[Planned]:
-    """Faults at exponential gaps (mean `mean_gap_s`) over `duration_s`."""
+    """Faults at exponential gaps (mean `mean_gap_s`) over `duration_s`: first every kind once
+    in a shuffled order (a short campaign covers them all), then kinds drawn by weight."""
     rng = random.Random(f"nemesis-{seed}")
     weights = [KINDS[k] for k in kinds]
+    cover = list(kinds)
+    rng.shuffle(cover)
     planned: list[Planned] = []
     at = rng.expovariate(1 / mean_gap_s) / 2
     while at < duration_s:
-        kind = rng.choices(kinds, weights=weights)[0]
+        kind = cover.pop() if cover else rng.choices(kinds, weights=weights)[0]
         target = rng.randrange(workers) if kind in WORKER_FAULTS else 0
         planned.append(Planned(len(planned), round(at, 3), kind, target, _hold(kind, rng, lease_s)))
         at += rng.expovariate(1 / mean_gap_s)

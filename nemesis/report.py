@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
 from nemesis.checker import Verdict, table
@@ -12,7 +13,7 @@ def by_kind(faults: list[dict[str, Any]]) -> dict[str, int]:
     return dict(sorted(Counter(str(f["kind"]) for f in faults).items()))
 
 
-def markdown(rows: list[tuple[str, ...]], header: tuple[str, ...]) -> str:
+def markdown(rows: Sequence[tuple[str, ...]], header: tuple[str, ...]) -> str:
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
 
     def line(row: tuple[str, ...]) -> str:

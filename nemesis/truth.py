@@ -51,7 +51,7 @@ class Act:
 
 def read(path: Path) -> list[Act]:
     """Every complete line (a line cut by a kill -9 mid-write cannot be fsynced: skipped)."""
-    acts = []
+    acts: list[Act] = []
     if not path.exists():
         return acts
     for raw in path.read_text().splitlines():

@@ -11,7 +11,19 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("ledger", "api", "workers", "cli", "observability", "mcp_server", "examples", "bench")
+PACKAGES = (
+    "ledger",
+    "api",
+    "workers",
+    "cli",
+    "observability",
+    "mcp_server",
+    "examples",
+    "bench",
+    "nemesis",
+)
+# Harnesses beside the product: they may use it; nothing in the product imports them.
+HARNESSES = ("bench", "nemesis")
 ADAPTERS = ("api", "workers", "cli", "mcp_server")
 MCP_SDK = ("mcp", "mcp_types")
 FRAMEWORKS = ("celery", "kombu", "fastapi", "starlette", "click", "uvicorn", "httpx", *MCP_SDK)
@@ -99,6 +111,11 @@ def test_adapters_do_not_import_each_other_except_the_cli_starting_them() -> Non
         and not (owner == "api" and name in API_MOUNTS)
     ]
     assert crossing == []
+
+
+def test_nothing_in_the_product_imports_a_harness() -> None:
+    product = tuple(p for p in PACKAGES if p not in HARNESSES)
+    assert _violations(product, HARNESSES) == []
 
 
 def test_only_the_mcp_adapter_speaks_mcp() -> None:
