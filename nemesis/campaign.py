@@ -119,7 +119,7 @@ def _campaign(cluster: Cluster, options: Options, out: Path, info: dict[str, Any
         injector = threading.Thread(target=nemesis.run, args=(began + options.warmup_s,))
         injector.start()
         try:
-            asyncio.run(workload.run(rate, options.duration_s))
+            asyncio.run(workload.run(rate, options.duration_s, progress=say))
         finally:
             nemesis.stop()  # no new fault past the duration; those under way end by themselves
             injector.join()

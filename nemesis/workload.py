@@ -9,6 +9,7 @@ jobs the ledger accepted."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 import time
 from collections.abc import Awaitable, Callable
@@ -16,6 +17,7 @@ from contextlib import AsyncExitStack, suppress
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import httpx
 import httpx2
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
@@ -23,6 +25,9 @@ from outcomes_client import AsyncClient
 from outcomes_client.errors import AuthenticationError, InvalidRequest, PermissionDenied
 
 from nemesis import tools
+
+# The SDK logs every dropped transport at ERROR with a traceback; the nemesis drops many.
+logging.getLogger("mcp").setLevel(logging.CRITICAL)
 
 # tool, weight: mostly quick jobs, every behaviour present.
 MIX: list[tuple[str, int]] = [
@@ -37,8 +42,13 @@ MIX: list[tuple[str, int]] = [
 ]
 SUBMIT_TIMEOUT_S = 3.0  # a client gives up on one answer after this and asks again
 RETRY_FOR_S = 90.0  # and keeps asking (same key) this long before it calls the job unknown
-MAX_IN_FLIGHT = 256  # submissions waiting for an answer; past it the schedule slips
-MCP_SESSIONS = 3
+# Submissions waiting for an answer (agents do not stop asking because the API is down): past
+# it the schedule slips. High, so that an outage never lowers the offered rate.
+MAX_IN_FLIGHT = 4096
+HTTP_CONNECTIONS = 256
+MCP_SESSIONS = 8
+PROGRESS_EVERY_S = 60.0
+MCP_WAIT_S = 0.2  # each MCP call waits this long for the outcome (the watcher's path too)
 
 
 McpQueue = asyncio.Queue[tuple["Submission", dict[str, Any]] | None]
@@ -88,6 +98,7 @@ class Workload:
         duration_s: float,
         count_from: int = 0,
         in_flight_max: int = MAX_IN_FLIGHT,
+        progress: Callable[[str], None] | None = None,
     ) -> None:
         """Submit `rate` jobs per second for `duration_s` (rate 0: as fast as answers come,
         `in_flight_max` at a time: the calibration)."""
@@ -95,12 +106,23 @@ class Workload:
         in_flight = asyncio.Semaphore(in_flight_max)
         mcp_queue: McpQueue = asyncio.Queue()
         tasks: set[asyncio.Task[None]] = set()
-        async with AsyncClient(self.api_url, self.token, timeout_s=SUBMIT_TIMEOUT_S) as http:
+        pool = httpx.Limits(max_connections=HTTP_CONNECTIONS, max_keepalive_connections=64)
+        transport = httpx.AsyncHTTPTransport(limits=pool)
+        async with AsyncClient(
+            self.api_url, self.token, timeout_s=SUBMIT_TIMEOUT_S, transport=transport
+        ) as http:
             sessions = [
                 asyncio.create_task(self._mcp_session(mcp_queue)) for _ in range(MCP_SESSIONS)
             ]
             n = count_from
+            next_report = began + PROGRESS_EVERY_S
             while (elapsed := time.monotonic() - began) < duration_s:
+                if progress is not None and time.monotonic() >= next_report:
+                    next_report += PROGRESS_EVERY_S
+                    progress(
+                        f"{elapsed:.0f} s: {n - count_from} submitted, {len(tasks)} HTTP and "
+                        f"{mcp_queue.qsize()} MCP waiting, slip {self.late_s:.1f} s"
+                    )
                 if rate > 0:
                     due = (n - count_from) / rate
                     if due > elapsed:
@@ -205,7 +227,7 @@ class McpClient:
                     self.pending, self.first_try = item, time.monotonic()
                 sub, args = self.pending
                 sub.tries += 1
-                arguments = {**args, "_idempotency_key": sub.key, "_wait_s": 1}
+                arguments = {**args, "_idempotency_key": sub.key, "_wait_s": MCP_WAIT_S}
                 try:
                     async with asyncio.timeout(SUBMIT_TIMEOUT_S + 2):
                         job_id, status = await session.call(sub.tool, arguments)

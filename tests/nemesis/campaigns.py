@@ -38,7 +38,7 @@ def prerequisites() -> str | None:
     return None
 
 
-def short_campaign(out: Path, **changes: object) -> Result:
+def campaign(out: Path, **changes: object) -> Result:
     missing = prerequisites()
     if missing:
         if IN_CI:

@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.nemesis.campaigns import SHORT, short_campaign
+from tests.nemesis.campaigns import SHORT, campaign
 
 pytestmark = pytest.mark.timeout(300)
 
 
 def test_a_claim_without_the_brake_recheck_fails_the_campaign(tmp_path: Path) -> None:
     broken = replace(SHORT.shape, tools="nemesis.tools,tests.nemesis.broken_build")
-    result = short_campaign(
+    result = campaign(
         tmp_path,
         shape=broken,
         kinds=("brake", "worker_pause"),  # pauses let prefetched jobs meet a pulled brake

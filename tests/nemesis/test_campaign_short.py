@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.nemesis.campaigns import short_campaign
+from tests.nemesis.campaigns import campaign
 
 pytestmark = pytest.mark.timeout(300)
 
 
-def test_a_short_campaign_breaks_no_promise(tmp_path: Path) -> None:
-    result = short_campaign(tmp_path)
+def test_a_campaign_breaks_no_promise(tmp_path: Path) -> None:
+    result = campaign(tmp_path)
     verdict, info = result.verdict, result.info
     assert info["fixed_point"], "the reconciler did not reach a fixed point"
     assert info["fault_errors"] == []
