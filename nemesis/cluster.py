@@ -60,7 +60,7 @@ class Cluster:
         if not self.rabbit.up():
             raise ServiceError(f"rabbitmq did not start; see {self.rabbit.home}")
         for name, port in (("postgres", self.postgres.port), ("rabbitmq", self.rabbit.port)):
-            proxy = FaultProxy(name, port)
+            proxy = FaultProxy(name, port, self.logs)
             proxy.start()
             self.reaper.add(proxy.stop)
             self.proxies[name] = proxy

@@ -209,11 +209,11 @@ def _note(entry: Logged, text: str) -> None:
 
 
 def _target_name(fault: Planned) -> str:
+    """The lock a fault takes: one worker, or pg, amqp (the proxy), rabbit (the node), api,
+    reconciler, brake."""
     if fault.kind in WORKER_FAULTS:
         return f"worker-{fault.target}"
-    if fault.kind.startswith(("pg_", "amqp_", "rabbit_")):
-        return fault.kind.split("_")[0]
-    return fault.kind.split("_")[0]  # api, reconciler, brake
+    return fault.kind.split("_")[0]
 
 
 def read_log(path: Path) -> list[dict[str, Any]]:

@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import urllib.request
 from contextlib import suppress
 from pathlib import Path
@@ -149,11 +148,6 @@ def wait_worker_ready(worker: ProductProcess, timeout_s: float = READY_S) -> Non
         return b" ready." in worker.log_path.read_bytes()
 
     wait_for(ready, timeout_s, f"{worker.name} ready")
-
-
-def settle_pause(seconds: float) -> None:
-    """A deliberate pause of the schedule (not a wait for a condition)."""
-    time.sleep(seconds)
 
 
 def environ_for(

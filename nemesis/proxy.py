@@ -2,49 +2,44 @@
 nemesis can cut all live connections at once (each side sees a reset, as after a network
 partition heals) or stall them (bytes held, nothing closed: a frozen network).
 
-asyncio on a thread of its own; `cut()` and `stall()` are called from any thread.
+It runs as a process of its own (`python -m nemesis.proxy`): forwarding every database and
+broker byte of the product in the campaign's process would compete with the workload's
+clients for one interpreter lock. The campaign drives it through `FaultProxy` over a control
+port on 127.0.0.1: one line per command, `cut` (answers the number of connections reset) or
+`stall SECONDS` (answers `ok`).
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import socket
 import struct
-import threading
+import subprocess
+import sys
 import time
 from contextlib import suppress
+from pathlib import Path
 
-from nemesis.services import free_port
+from nemesis.services import accepts, free_port, kill_group, wait_for
 
 CHUNK = 65536
 
 
-class FaultProxy:
-    def __init__(self, name: str, upstream_port: int) -> None:
-        self.name = name
+class ProxyServer:
+    """The forwarding itself (inside the proxy process)."""
+
+    def __init__(self, port: int, upstream_port: int) -> None:
+        self.port = port
         self.upstream_port = upstream_port
-        self.port = free_port()
-        self.cuts = 0
-        self._loop = asyncio.new_event_loop()
         self._writers: set[asyncio.StreamWriter] = set()
-        self._stalled_until = 0.0  # loop time; before it no byte is forwarded
-        self._server: asyncio.Server | None = None
-        self._ready = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"proxy-{name}", daemon=True)
+        self._stalled_until = 0.0  # monotonic; before it no byte is forwarded
 
-    def start(self) -> None:
-        self._thread.start()
-        if not self._ready.wait(10):
-            raise RuntimeError(f"proxy {self.name} did not start")
-
-    def _run(self) -> None:
-        asyncio.set_event_loop(self._loop)
-        self._loop.run_until_complete(self._serve())
-        self._ready.set()
-        self._loop.run_forever()
-
-    async def _serve(self) -> None:
-        self._server = await asyncio.start_server(self._accept, "127.0.0.1", self.port)
+    async def serve(self, control_port: int) -> None:
+        data = await asyncio.start_server(self._accept, "127.0.0.1", self.port)
+        control = await asyncio.start_server(self._control, "127.0.0.1", control_port)
+        async with data, control:
+            await asyncio.gather(data.serve_forever(), control.serve_forever())
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await self._hold()
@@ -77,42 +72,20 @@ class FaultProxy:
         while (left := self._stalled_until - time.monotonic()) > 0:
             await asyncio.sleep(min(left, 0.05))
 
-    def cut(self) -> int:
-        """Reset every live connection; the number cut."""
-
-        def cut_all() -> int:
-            writers = list(self._writers)
-            for writer in writers:
-                _abort(writer)
-            return len(writers) // 2
-
-        cut = asyncio.run_coroutine_threadsafe(_call(cut_all), self._loop).result(10)
-        self.cuts += 1
-        return cut
-
-    def stall(self, seconds: float) -> None:
-        """Hold every byte (and new connections) for `seconds`, closing nothing."""
-        self._stalled_until = max(self._stalled_until, time.monotonic() + seconds)
-
-    def stop(self) -> None:
-        if not self._loop.is_running():
-            return
-
-        async def close() -> None:
-            if self._server is not None:
-                self._server.close()
-            for writer in list(self._writers):
-                _abort(writer)
-
-        with suppress(Exception):
-            asyncio.run_coroutine_threadsafe(close(), self._loop).result(10)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=10)
-
-
-async def _call(function: object) -> int:
-    assert callable(function)
-    return int(function())
+    async def _control(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with suppress(OSError):
+            while line := (await reader.readline()).decode().split():
+                if line[0] == "cut":
+                    cut = list(self._writers)
+                    for side in cut:
+                        _abort(side)
+                    writer.write(f"{len(cut) // 2}\n".encode())
+                elif line[0] == "stall":
+                    until = time.monotonic() + float(line[1])
+                    self._stalled_until = max(self._stalled_until, until)
+                    writer.write(b"ok\n")
+                await writer.drain()
+        writer.close()
 
 
 def _abort(writer: asyncio.StreamWriter) -> None:
@@ -123,3 +96,61 @@ def _abort(writer: asyncio.StreamWriter) -> None:
         with suppress(OSError):
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     transport.abort()
+
+
+class FaultProxy:
+    """The campaign's handle on one proxy process."""
+
+    def __init__(self, name: str, upstream_port: int, logs: Path) -> None:
+        self.name = name
+        self.upstream_port = upstream_port
+        self.port = free_port()
+        self.control_port = free_port()
+        self.logs = logs
+        self.cuts = 0
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        argv = [sys.executable, "-m", "nemesis.proxy", str(self.port), str(self.upstream_port)]
+        with (self.logs / f"proxy-{self.name}.log").open("ab") as log:
+            self.process = subprocess.Popen(
+                [*argv, str(self.control_port)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                cwd=Path(__file__).resolve().parents[1],
+            )
+        wait_for(lambda: accepts(self.control_port), 30, f"proxy {self.name}")
+
+    def _ask(self, command: str) -> str:
+        with socket.create_connection(("127.0.0.1", self.control_port), timeout=10) as conn:
+            conn.sendall(command.encode() + b"\n")
+            return conn.makefile().readline().strip()
+
+    def cut(self) -> int:
+        """Reset every live connection; the number cut."""
+        self.cuts += 1
+        return int(self._ask("cut"))
+
+    def stall(self, seconds: float) -> None:
+        """Hold every byte (and new connections) for `seconds`, closing nothing."""
+        self._ask(f"stall {seconds}")
+
+    def stop(self) -> None:
+        if self.process is not None:
+            kill_group(self.process.pid)
+            with suppress(subprocess.TimeoutExpired):
+                self.process.wait(timeout=10)
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(prog="python -m nemesis.proxy")
+    parser.add_argument("port", type=int)
+    parser.add_argument("upstream_port", type=int)
+    parser.add_argument("control_port", type=int)
+    args = parser.parse_args(argv)
+    asyncio.run(ProxyServer(args.port, args.upstream_port).serve(args.control_port))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

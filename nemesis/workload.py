@@ -42,10 +42,10 @@ MIX: list[tuple[str, int]] = [
 ]
 SUBMIT_TIMEOUT_S = 3.0  # a client gives up on one answer after this and asks again
 RETRY_FOR_S = 90.0  # and keeps asking (same key) this long before it calls the job unknown
-# Submissions waiting for an answer (agents do not stop asking because the API is down): past
-# it the schedule slips. High, so that an outage never lowers the offered rate.
-MAX_IN_FLIGHT = 4096
-HTTP_CONNECTIONS = 256
+# HTTP submissions waiting for an answer; past it the schedule slips, and the open loop catches
+# up once answers come back. One connection each: requests queued inside the client's pool
+# would time out there and be sent again, a retry storm of the harness's own making.
+MAX_IN_FLIGHT = 256
 MCP_SESSIONS = 8
 PROGRESS_EVERY_S = 60.0
 MCP_WAIT_S = 0.2  # each MCP call waits this long for the outcome (the watcher's path too)
@@ -106,7 +106,7 @@ class Workload:
         in_flight = asyncio.Semaphore(in_flight_max)
         mcp_queue: McpQueue = asyncio.Queue()
         tasks: set[asyncio.Task[None]] = set()
-        pool = httpx.Limits(max_connections=HTTP_CONNECTIONS, max_keepalive_connections=64)
+        pool = httpx.Limits(max_connections=in_flight_max, max_keepalive_connections=64)
         transport = httpx.AsyncHTTPTransport(limits=pool)
         async with AsyncClient(
             self.api_url, self.token, timeout_s=SUBMIT_TIMEOUT_S, transport=transport
@@ -182,8 +182,8 @@ async def _with_retries(sub: Submission, once: Callable[[], Awaitable[tuple[str,
             if time.monotonic() + delay > deadline:
                 sub.status = "unknown"
                 return
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 3.0)
+            await asyncio.sleep(delay * random.uniform(0.5, 1.0))  # jitter: no synchronized storm
+            delay = min(delay * 2, 5.0)
             continue
         _answered(sub, job_id, status)
         return
