@@ -1,5 +1,6 @@
-"""The short campaigns `make test` runs: a fixed seed, about a minute each, on private services
-(a PostgreSQL cluster and a RabbitMQ node of their own), so they run beside other tests."""
+"""Campaigns as tests: the short ones `make test` runs (a fixed seed, about a minute each) and
+the soak. They run on private services (a PostgreSQL cluster and a RabbitMQ node of their
+own), so they run beside other tests and stop no shared service."""
 
 from __future__ import annotations
 
@@ -45,6 +46,6 @@ def campaign(out: Path, **changes: object) -> Result:
             pytest.fail(f"{missing} (CI=true: the campaign may not skip)")
         pytest.skip(missing)
     options = replace(SHORT, **changes)  # type: ignore[arg-type]
-    result = run(options, out, f"tests/nemesis short campaign seed {options.seed}")
+    result = run(options, out, f"pytest: campaign seed {options.seed}, {options.duration_s:g} s")
     print((out / "table.txt").read_text())
     return result
