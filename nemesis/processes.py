@@ -103,13 +103,13 @@ class ProductProcess:
             kill_group(self.process.pid, signal.SIGCONT)
             kill_group(self.process.pid, signal.SIGTERM)
 
-    def stop(self) -> None:
-        """`terminate`, then SIGKILL if it lingers."""
+    def stop(self, grace_s: float = 5.0) -> None:
+        """`terminate`, then SIGKILL if it lingers past `grace_s`."""
         if self.process is None:
             return
         self.terminate()
         try:
-            self.process.wait(timeout=15)
+            self.process.wait(timeout=grace_s)
         except subprocess.TimeoutExpired:
             kill_group(self.process.pid)
             self.process.wait(timeout=10)

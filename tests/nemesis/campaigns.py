@@ -19,9 +19,9 @@ from tests.databases import IN_CI
 SEED = 16
 SHORT = Options(
     seed=SEED,
-    duration_s=25.0,
-    calibrate_s=4.0,
-    mean_fault_gap_s=1.6,
+    duration_s=20.0,
+    calibrate_s=3.0,
+    mean_fault_gap_s=1.4,
     warmup_s=2.0,
     settle_timeout_s=90.0,
     shape=Shape(workers=2, worker_threads=8, lease_s=3.0, dispatch_timeout_s=3.0),

@@ -12,7 +12,7 @@ from tests.nemesis.campaigns import campaign
 pytestmark = pytest.mark.timeout(300)
 
 
-def test_a_campaign_breaks_no_promise(tmp_path: Path) -> None:
+def test_a_short_campaign_breaks_no_promise(tmp_path: Path) -> None:
     result = campaign(tmp_path)
     verdict, info = result.verdict, result.info
     assert info["fixed_point"], "the reconciler did not reach a fixed point"
