@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck bench soak clean
+.PHONY: run test lint typecheck bench soak chaos clean
 
 # Paths to the project go through ROOT, so `make -f <clone>/Makefile run` works from another
 # folder (the README test serves from a temporary one).
@@ -49,6 +49,16 @@ bench: $(STAMP)
 
 soak: $(STAMP)
 	$(BIN)/python -m pytest -m soak
+
+# A nemesis campaign (docs/reliability.md, "Nemesis campaign"): private PostgreSQL and RabbitMQ,
+# the product under a seeded fault schedule at RATE_SHARE of the measured maximum throughput,
+# then the checker. The table and the JSON land in .outcomes/chaos/SEED/.
+SEED ?= 1
+DURATION ?= 600
+RATE_SHARE ?= 0.5
+chaos: $(STAMP)
+	$(BIN)/python -m nemesis --seed $(SEED) --duration $(DURATION) --rate-share $(RATE_SHARE) \
+		--out .outcomes/chaos/$(SEED)
 
 clean:
 	rm -rf $(VENV) .outcomes .pytest_cache .mypy_cache .ruff_cache

@@ -21,7 +21,10 @@ PACKAGES = (
     "console",
     "examples",
     "bench",
+    "nemesis",
 )
+# Harnesses beside the product: they may use it; nothing in the product imports them.
+HARNESSES = ("bench", "nemesis")
 ADAPTERS = ("api", "workers", "cli", "mcp_server", "console")
 MCP_SDK = ("mcp", "mcp_types")
 FRAMEWORKS = ("celery", "kombu", "fastapi", "starlette", "click", "uvicorn", "httpx", *MCP_SDK)
@@ -109,6 +112,11 @@ def test_adapters_do_not_import_each_other_except_the_cli_starting_them() -> Non
         and not (owner == "api" and name in API_MOUNTS)
     ]
     assert crossing == []
+
+
+def test_nothing_in_the_product_imports_a_harness() -> None:
+    product = tuple(p for p in PACKAGES if p not in HARNESSES)
+    assert _violations(product, HARNESSES) == []
 
 
 def test_only_the_mcp_adapter_speaks_mcp() -> None:

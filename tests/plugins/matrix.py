@@ -328,20 +328,6 @@ def rss_kib(pid: int | str = "self") -> int:
     return 0
 
 
-def group_rss_kib(pgid: int) -> int:
-    """Resident memory of a process group (a worker: its main process and its pool children)."""
-    total = 0
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        with suppress(OSError, IndexError, ValueError):
-            stat = (entry / "stat").read_text()
-            fields = stat[stat.rindex(")") + 2 :].split()
-            if int(fields[2]) == pgid:  # field 5 of /proc/<pid>/stat: the process group
-                total += rss_kib(entry.name)
-    return total
-
-
 @contextmanager
 def api_server(store: SqlStore, dispatcher: Dispatcher | None) -> Iterator[str]:
     """The real API (uvicorn) on a background thread of this process; yields its base URL."""
