@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from contextlib import suppress
 from pathlib import Path
@@ -76,14 +77,33 @@ def _as_postgres() -> list[str]:
     return ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
 
 
-class PrivatePostgres:
+class Restartable(ABC):
+    """A private service the nemesis crashes (kill -9) and starts again."""
+
+    restarts = 0  # how many times `restart` brought it back
+
+    @abstractmethod
+    def crash(self) -> None: ...
+
+    @abstractmethod
+    def start(self) -> float: ...
+
+    def restart(self) -> float:
+        """Crash, then start again; the seconds it was away."""
+        began = time.monotonic()
+        self.crash()
+        self.start()
+        self.restarts += 1
+        return time.monotonic() - began
+
+
+class PrivatePostgres(Restartable):
     """`initdb` into a temp dir (trust auth, fsync on), served on 127.0.0.1:<port>."""
 
     def __init__(self, home: Path) -> None:
         self.home = home / "pg"
         self.data = self.home / "data"
         self.port = free_port()
-        self.restarts = 0
 
     @property
     def url(self) -> str:
@@ -134,14 +154,6 @@ class PrivatePostgres:
         # The backends exit once their postmaster is gone; a leftover pid file blocks start.
         wait_for(lambda: not _alive_pid_file(self.data / "postmaster.pid"), 10, "pg backends")
 
-    def restart(self) -> float:
-        """Crash, then start again; the seconds it was away."""
-        began = time.monotonic()
-        self.crash()
-        self.start()
-        self.restarts += 1
-        return time.monotonic() - began
-
     def stop(self) -> None:
         pg_ctl = str(PG_BIN / "pg_ctl")
         with suppress(Exception):
@@ -169,7 +181,7 @@ def _alive_pid_file(path: Path) -> bool:
         return False
 
 
-class PrivateRabbit:
+class PrivateRabbit(Restartable):
     """A RabbitMQ node of its own (name, ports, mnesia, logs, cookie in a temp dir; no
     plugins), so the nemesis can kill it without touching the machine's broker."""
 
@@ -179,7 +191,6 @@ class PrivateRabbit:
         self.dist_port = free_port()
         self.node = f"nemesis-{self.port}@localhost"
         self.process: subprocess.Popen[bytes] | None = None
-        self.restarts = 0
 
     @property
     def url(self) -> str:
@@ -242,13 +253,6 @@ class PrivateRabbit:
             with suppress(subprocess.TimeoutExpired):
                 self.process.wait(timeout=10)
         wait_for(lambda: not accepts(self.port, 0.2), 10, "rabbitmq to die")
-
-    def restart(self) -> float:
-        began = time.monotonic()
-        self.crash()
-        self.start()
-        self.restarts += 1
-        return time.monotonic() - began
 
     def stop(self) -> None:
         """A throwaway node: kill -9 (a polite stop takes seconds and keeps nothing we need)."""

@@ -16,7 +16,7 @@ from ledger.events import JobAccepted
 from ledger.persistence.appends import AppendStatus, JobAppend
 from ledger.persistence.engine import make_engine
 from ledger.persistence.store import SqlStore
-from tests.concurrent_writers import wait_until
+from tests.concurrent_writers import psycopg_dsn, wait_until
 from tests.factories import new
 
 pytestmark = pytest.mark.postgres
@@ -29,8 +29,7 @@ LATE = 100  # at least the last of them, planned against hundreds of jobs
 
 
 def index_scans(url: str) -> dict[str, int]:
-    dsn = url.replace("postgresql+psycopg://", "postgresql://")
-    with psycopg.connect(dsn, autocommit=True) as conn:
+    with psycopg.connect(psycopg_dsn(url), autocommit=True) as conn:
         rows = conn.execute(
             "SELECT indexrelname, idx_scan FROM pg_stat_user_indexes WHERE relname = 'jobs'"
         ).fetchall()

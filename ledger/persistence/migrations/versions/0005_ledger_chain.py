@@ -114,6 +114,15 @@ def _append_function_0004() -> str:
     return str(module.FUNCTION)
 
 
+def append_function() -> str:
+    """The append function as this migration leaves it: 0004's with FUNCTION_CHANGES."""
+    function = _append_function_0004()
+    for old, new in FUNCTION_CHANGES:
+        assert function.count(old) == 1, f"0004's function has changed: {old!r}"
+        function = function.replace(old, new)
+    return function
+
+
 def _link(prev: str | None, event_hash: str) -> str:
     return hashlib.sha256(f"{prev or ''}:{event_hash}".encode()).hexdigest()
 
@@ -158,11 +167,7 @@ def upgrade() -> None:
     op.bulk_insert(meta, [{"key": "request_key", "value": secrets.token_hex(32)}])
     if postgres:
         op.execute(POSTGRES_BRAKES_HOLDING)
-        function = _append_function_0004()
-        for old, new in FUNCTION_CHANGES:
-            assert function.count(old) == 1, f"0004's function has changed: {old!r}"
-            function = function.replace(old, new)
-        op.execute(function)
+        op.execute(append_function())
 
 
 def downgrade() -> None:

@@ -80,12 +80,8 @@ def _migration(name: str) -> ModuleType:
 
 
 def append_function_0005() -> str:
-    """The append function as 0005 left it: 0004's text with 0005's changes."""
-    m0005 = _migration("0005_ledger_chain.py")
-    function = str(m0005._append_function_0004())
-    for old, new in m0005.FUNCTION_CHANGES:
-        function = function.replace(old, new)
-    return function
+    """The append function as 0005 left it."""
+    return str(_migration("0005_ledger_chain.py").append_function())
 
 
 def upgrade() -> None:
