@@ -21,8 +21,9 @@ THREADS = 16  # tools mostly wait on other services: many run at once in one pro
     type=click.Choice(["threads", "prefork", "solo"]),
     default="threads",
     show_default=True,
-    help="Celery execution pool. With threads, the jobs' claims and outcomes are written in "
-    "groups (one transaction each); prefork isolates each job in a process of its own.",
+    help="Celery execution pool. With threads, the worker claims the jobs it receives in "
+    "batches (one transaction each, up to the free threads) and writes their outcomes in "
+    "groups; prefork isolates each job in a process of its own, one at a time.",
 )
 @click.option("--loglevel", default="INFO", show_default=True, help="Log level.")
 @reports_errors

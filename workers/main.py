@@ -14,12 +14,14 @@ from ledger.services.ledger import open_ledger
 from ledger.settings import load_settings
 from workers import observability
 from workers.app import make_celery
+from workers.batched import BatchedStop
 from workers.shutdown import PromptShutdown
 
 log = logging.getLogger(__name__)
 
 app: Celery = make_celery()
 app.steps["worker"].add(PromptShutdown)
+app.steps["consumer"].add(BatchedStop)
 
 
 @worker_ready.connect

@@ -14,7 +14,15 @@ from workers.app import EXECUTE_TASK
 log = logging.getLogger(__name__)
 
 
-@shared_task(name=EXECUTE_TASK, bind=True, acks_late=True, max_retries=8)
+# On a threads pool, messages are claimed and run in batches (workers/batched.py); a
+# prefork or solo pool, or a delayed message, runs this task one message at a time.
+@shared_task(
+    name=EXECUTE_TASK,
+    bind=True,
+    acks_late=True,
+    max_retries=8,
+    Strategy="workers.batched:strategy",
+)
 def execute(self: Task, job_id: str) -> None:
     try:
         result: Execution = resources.executor().execute(job_id)

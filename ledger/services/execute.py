@@ -7,6 +7,7 @@ from __future__ import annotations
 import inspect
 import logging
 import time
+from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -88,6 +89,17 @@ class Executor:
 
     def execute(self, job_id: str) -> Execution:
         claimed = self.claims.submit(ClaimRequest(job_id, self.worker_id, self.lease_s))
+        return self.finish(job_id, claimed)
+
+    def claim_batch(self, job_ids: Sequence[str]) -> list[Claim]:
+        """Claim several deliveries in one transaction (for a caller that gathered them
+        itself; `execute` gathers concurrent callers through `claims`)."""
+        return claim_many(
+            self.ledger, [ClaimRequest(j, self.worker_id, self.lease_s) for j in job_ids]
+        )
+
+    def finish(self, job_id: str, claimed: Claim) -> Execution:
+        """After the claim: run the tool when it was claimed, record its one outcome."""
         if claimed.result is ClaimResult.HALTED and claimed.view is not None:
             self._observe_halt(claimed.view)
         if claimed.result is not ClaimResult.CLAIMED:

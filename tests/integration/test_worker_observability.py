@@ -64,7 +64,7 @@ def test_a_worker_serves_its_pools_metrics_and_logs_json(
         "OUTCOMES_LOG_FORMAT": "json",
     }
     secret = f"sk-live-{uuid.uuid4().hex}"
-    dep.start_workers(count=1, concurrency=2)
+    dep.start_workers(count=1, concurrency=2, pool="prefork")  # metrics summed over processes
     submitted = {tool: dep.submit(tool, {"secret": secret}) for tool in JOBS if tool != ECHO}
     echoes = [dep.submit(ECHO, {"text": secret}) for _ in range(3)]
     views = wait_terminal(dep.store, [v.job_id for v in [*submitted.values(), *echoes]])

@@ -160,9 +160,11 @@ class Deployment:
     workers: list[WorkerProcess] = field(default_factory=list)
 
     def start_workers(
-        self, count: int = 2, concurrency: int = 2, pool: str = "prefork"
+        self, count: int = 2, concurrency: int = 2, pool: str = "threads"
     ) -> list[WorkerProcess]:
-        """Start `outcomes worker` processes (all on this host) and wait until each consumes."""
+        """Start `outcomes worker` processes (all on this host) and wait until each consumes.
+        Threads by default, as `outcomes worker` (the batched path, workers/batched.py);
+        a test about pool processes asks for prefork."""
         started = [self._spawn(len(self.workers) + i, concurrency, pool) for i in range(count)]
         self.workers.extend(started)
         for worker in started:

@@ -57,6 +57,14 @@ class Effect:
     pid: int
 
 
+def queue_depth(dep: Deployment) -> int:
+    """Messages ready in the deployment's queue, as the broker counts them (a delivered,
+    unacked message is not ready: it counts again once its consumer is gone)."""
+    with dep.app.connection_for_write() as conn:
+        _, count, _ = conn.default_channel.queue_declare(queue=dep.queue, passive=True)
+        return int(count)
+
+
 def child_pids(parent: int) -> list[int]:
     """Live processes whose parent is `parent` (Celery's prefork pool processes)."""
     found = []

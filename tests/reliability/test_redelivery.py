@@ -29,7 +29,7 @@ from tests.plugins.deployments import (
     wait_terminal,
     wait_until,
 )
-from tests.plugins.rigs import Rig, elapsed_since, load_view, reconcile_until
+from tests.plugins.rigs import Rig, elapsed_since, load_view, queue_depth, reconcile_until
 from tests.reliability.checker import fast_policy, settle
 from workers.app import EXECUTE_TASK
 
@@ -43,13 +43,6 @@ NEVER_STARTED = [
     "job.redispatched",
     "job.outcome_missing",
 ]
-
-
-def queue_depth(dep: Deployment) -> int:
-    """Messages ready in the deployment's queue, as the broker counts them."""
-    with dep.app.connection_for_write() as conn:
-        _, count, _ = conn.default_channel.queue_declare(queue=dep.queue, passive=True)
-        return int(count)
 
 
 def purge_queue(dep: Deployment) -> int:

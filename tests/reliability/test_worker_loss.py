@@ -59,7 +59,7 @@ def test_kill_9_mid_spending_tool(rig: Rig) -> None:
     reconciler process closes the job OUTCOME_MISSING/worker_lost, verify_at_source."""
     dep, store = rig.dep, rig.store
     reconciler = rig.start_reconciler(INTERVAL_S, dispatch_timeout_s=2.0)
-    (worker,) = dep.start_workers(count=1, concurrency=2)
+    (worker,) = dep.start_workers(count=1, concurrency=2, pool="prefork")
     reconciler.wait_looping()
     job = dep.submit("rtest.slow_charge", {"seconds": 30})
     wait_until(lambda: bool(rig.effects(job.job_id)), 30, "the tool to spend")
@@ -107,7 +107,7 @@ def test_kill_9_after_receive_before_claim(rig: Rig, victim: str) -> None:
     lost: the pool's replacement or a new worker runs the job exactly once, or, with no worker
     left at all, the reconciler surfaces it as never_started."""
     dep, store = rig.dep, rig.store
-    (worker,) = dep.start_workers(count=1, concurrency=1)
+    (worker,) = dep.start_workers(count=1, concurrency=1, pool="prefork")
     with store.transaction() as tx:
         tx.lock(BRAKES_LOCK)  # exclusive, as `brake pull` takes it
         job = dep.submit("rtest.slow_charge", {"seconds": 0})
@@ -125,7 +125,7 @@ def test_kill_9_after_receive_before_claim(rig: Rig, victim: str) -> None:
             worker.process.wait(timeout=10)
         if victim != "whole_worker_gone":
             if victim == "whole_worker":
-                dep.start_workers(count=1, concurrency=1)
+                dep.start_workers(count=1, concurrency=1, pool="prefork")
             wait_until(
                 lambda: bool(claims_waiting_on_the_brake_lock(store) - first),
                 30,
@@ -165,7 +165,7 @@ def test_sigstop_past_the_lease_then_sigcont_records_a_late_outcome(rig: Rig) ->
     """A worker frozen mid spending tool stops renewing its lease; the reconciler closes the job.
     Thawed, the worker finishes and reports: kept as work.late_outcome, status unchanged."""
     dep, store = rig.dep, rig.store
-    (worker,) = dep.start_workers(count=1, concurrency=1)
+    (worker,) = dep.start_workers(count=1, concurrency=1, pool="prefork")
     job = dep.submit("rtest.slow_charge", {"seconds": 1.5})
     wait_until(lambda: bool(rig.effects(job.job_id)), 30, "the tool to spend")
     rig.freeze(worker)
@@ -203,7 +203,7 @@ def test_a_late_outcome_does_not_make_the_next_attempt_late(rig: Rig) -> None:
     job's outcome."""
     dep, store = rig.dep, rig.store
     dep.env["OUTCOMES_PREFETCH"] = "1"  # a frozen worker holds its one message, takes no more
-    workers = dep.start_workers(count=2, concurrency=1)
+    workers = dep.start_workers(count=2, concurrency=1, pool="prefork")
     job = dep.submit("rtest.slow_probe", {"seconds": 4})
     wait_until(lambda: bool(rig.effects(job.job_id)), 30, "attempt 1 to start")
     (first,) = rig.effects(job.job_id)
@@ -248,7 +248,7 @@ def test_a_poison_job_that_kills_its_worker_every_time_is_bounded(rig: Rig) -> N
     claim, the reconciler schedules the next attempt when the lease runs out, and after
     max_attempts it closes the job. The workers survive; Celery's pool replaces the dead."""
     dep, store = rig.dep, rig.store
-    workers = dep.start_workers(count=2, concurrency=1)
+    workers = dep.start_workers(count=2, concurrency=1, pool="prefork")
     job = dep.submit("rtest.poison", {})
     started_at = time.monotonic()
 

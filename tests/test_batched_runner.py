@@ -1,0 +1,257 @@
+"""The batched runner (workers/batched.py) on a ledger in memory, with stand-in broker
+messages: claims in groups up to the free slots, every message acked once and only after its
+job is settled in the ledger, nothing run twice, a brake honoured, the ledger's outage waited
+out with the messages held, one bad claim costing no other, and a stop that waits for the
+claimed jobs. Real worker processes on RabbitMQ and Postgres: tests/integration/
+test_batched_worker.py."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from ledger.decisions import Caller, JobRequest
+from ledger.errors import StorageUnavailableError
+from ledger.outcomes import Succeeded
+from ledger.services import brakes
+from ledger.services.execute import Executor
+from ledger.services.ledger import Ledger
+from ledger.services.submit import submit
+from ledger.services.work import Claim
+from ledger.tools import ToolContext, tool
+from tests.factories import get_job
+from workers.batched import BatchedRunner, Delivery
+
+AGENT = Caller(account="acme", token_id="tok-acme")
+WAIT_S = 10.0
+
+GATE = threading.Event()
+RUNNING: set[str] = set()
+RAN: list[str] = []
+MOST_AT_ONCE = [0]
+_LOCK = threading.Lock()
+
+
+class Nothing(BaseModel):
+    pass
+
+
+@tool("batched.gated")
+def gated(args: Nothing, ctx: ToolContext) -> Succeeded:
+    with _LOCK:
+        RUNNING.add(ctx.job_id)
+        MOST_AT_ONCE[0] = max(MOST_AT_ONCE[0], len(RUNNING))
+    try:
+        GATE.wait(WAIT_S)
+    finally:
+        with _LOCK:
+            RUNNING.discard(ctx.job_id)
+            RAN.append(ctx.job_id)
+    return Succeeded()
+
+
+@pytest.fixture(autouse=True)
+def _fresh() -> Iterator[None]:
+    GATE.clear()
+    RUNNING.clear()
+    RAN.clear()
+    MOST_AT_ONCE[0] = 0
+    yield
+    GATE.set()  # no tool thread outlives its test waiting on the gate
+
+
+class Message:
+    """What the runner reads of a kombu message, and the direct ack it may use."""
+
+    def __init__(self) -> None:
+        self.headers = {"id": str(uuid.uuid4())}
+        self.delivery_info = {"routing_key": "outcomes"}
+        self.direct_acks = 0
+
+    def ack_log_error(self, logger: Any, errors: Any) -> None:
+        self.direct_acks += 1
+
+
+class Acks:
+    """The event loop's acks, with each job's state in the ledger at the moment of its ack."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
+        self.acked: list[tuple[str, bool]] = []  # (job id, terminal when acked)
+        self._lock = threading.Lock()
+
+    def delivery(self, job_id: str, message: Message | None = None) -> Delivery:
+        def ack(logger: Any, errors: Any) -> None:
+            terminal = get_job(self.ledger, job_id).terminal
+            with self._lock:
+                self.acked.append((job_id, terminal))
+
+        return Delivery(message or Message(), job_id, ack, "test@host", ())
+
+    def jobs(self) -> list[str]:
+        with self._lock:
+            return [job_id for job_id, _ in self.acked]
+
+
+class CountingExecutor(Executor):
+    """A real executor that remembers the size of each claim transaction, and can be made
+    to fail its next claims."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        super().__init__(ledger, "batch-worker")
+        self.batches: list[int] = []
+        self.failures: list[Exception] = []
+        self.refuse: Callable[[Sequence[str]], Exception | None] = lambda ids: None
+
+    def claim_batch(self, job_ids: Sequence[str]) -> list[Claim]:
+        if self.failures:
+            raise self.failures.pop(0)
+        if (error := self.refuse(job_ids)) is not None:
+            raise error
+        self.batches.append(len(job_ids))
+        return super().claim_batch(job_ids)
+
+
+def _submit(ledger: Ledger, count: int) -> list[str]:
+    request = JobRequest(tool="batched.gated", args={})
+    return [submit(ledger, AGENT, request).view.job_id for _ in range(count)]
+
+
+def _wait(condition: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.005)
+
+
+def _runner(executor: Executor, slots: int) -> BatchedRunner:
+    return BatchedRunner(lambda: executor, slots)
+
+
+def test_claims_up_to_the_free_slots_and_acks_each_job_once_it_is_settled(
+    memory_ledger: Ledger,
+) -> None:
+    executor = CountingExecutor(memory_ledger)
+    delivered = threading.Event()
+    # The first claim waits until all seven have arrived: the next takes what has gathered.
+    executor.refuse = lambda ids: None if delivered.wait(WAIT_S) else RuntimeError("slow")
+    runner = _runner(executor, slots=3)
+    acks = Acks(memory_ledger)
+    jobs = _submit(memory_ledger, 7)
+    for job_id in jobs:
+        runner.deliver(acks.delivery(job_id))
+    delivered.set()
+    _wait(lambda: len(RUNNING) == 3, "three tools running")
+    assert acks.jobs() == []  # nothing acked while its tool runs
+    GATE.set()
+    _wait(lambda: len(acks.jobs()) == 7, "every message acked")
+    assert sorted(acks.jobs()) == sorted(jobs)
+    assert all(terminal for _, terminal in acks.acked)  # acked only after the outcome
+    assert sorted(RAN) == sorted(jobs)
+    assert MOST_AT_ONCE[0] == 3  # never more tools than slots
+    assert sum(executor.batches) == 7
+    # While the first claim was held, the rest gathered: some claim took several at once,
+    # and none took more than the free slots.
+    assert 2 <= max(executor.batches) <= 3
+    assert all(get_job(memory_ledger, j).status.value == "succeeded" for j in jobs)
+    assert runner.stop(WAIT_S)
+
+
+def test_a_job_delivered_twice_runs_once_and_both_messages_are_acked(
+    memory_ledger: Ledger,
+) -> None:
+    runner = _runner(CountingExecutor(memory_ledger), slots=4)
+    acks = Acks(memory_ledger)
+    (job_id,) = _submit(memory_ledger, 1)
+    runner.deliver(acks.delivery(job_id))
+    _wait(lambda: job_id in RUNNING, "the tool running")
+    runner.deliver(acks.delivery(job_id))  # a redelivery while the first runs
+    _wait(lambda: len(acks.jobs()) == 1, "the redelivery acked")
+    GATE.set()
+    _wait(lambda: len(acks.jobs()) == 2, "both acked")
+    assert [job_id] == RAN
+    assert runner.stop(WAIT_S)
+
+
+def test_a_pulled_brake_halts_the_claim_nothing_runs_and_the_message_is_acked(
+    memory_ledger: Ledger,
+) -> None:
+    runner = _runner(CountingExecutor(memory_ledger), slots=4)
+    acks = Acks(memory_ledger)
+    jobs = _submit(memory_ledger, 3)
+    brakes.pull(memory_ledger, "tool:batched.gated", "incident", "ops")
+    for job_id in jobs:
+        runner.deliver(acks.delivery(job_id))
+    _wait(lambda: len(acks.jobs()) == 3, "every message acked")
+    assert RAN == []
+    for job_id in jobs:  # halted at its claim: refused, with the brake as the reason
+        view = get_job(memory_ledger, job_id)
+        assert view.status.value == "refused"
+        assert view.error is not None and view.error.code.value == "BRAKE_ENGAGED"
+    assert runner.stop(WAIT_S)
+
+
+def test_the_ledger_down_at_claim_holds_the_messages_until_it_is_back(
+    memory_ledger: Ledger,
+) -> None:
+    executor = CountingExecutor(memory_ledger)
+    executor.failures = [StorageUnavailableError("down"), StorageUnavailableError("still down")]
+    runner = _runner(executor, slots=4)
+    acks = Acks(memory_ledger)
+    jobs = _submit(memory_ledger, 2)
+    for job_id in jobs:
+        runner.deliver(acks.delivery(job_id))
+    GATE.set()
+    _wait(lambda: len(acks.jobs()) == 2, "both acked once the ledger is back")
+    assert executor.failures == []  # both outages were waited out, not skipped
+    assert all(terminal for _, terminal in acks.acked)
+    assert sorted(RAN) == sorted(jobs)
+    assert runner.stop(WAIT_S)
+
+
+def test_one_claim_that_fails_costs_the_others_nothing(memory_ledger: Ledger) -> None:
+    executor = CountingExecutor(memory_ledger)
+    jobs = _submit(memory_ledger, 3)
+    bad = jobs[1]
+    executor.refuse = lambda ids: RuntimeError("bad row") if bad in ids else None
+    runner = _runner(executor, slots=4)
+    acks = Acks(memory_ledger)
+    GATE.set()
+    for job_id in jobs:
+        runner.deliver(acks.delivery(job_id))
+    _wait(lambda: len(acks.jobs()) == 3, "every message acked")
+    assert sorted(RAN) == sorted(j for j in jobs if j != bad)
+    assert get_job(memory_ledger, bad).status.value == "queued"  # left to the reconciler
+    assert runner.stop(WAIT_S)
+
+
+def test_stop_waits_for_the_claimed_jobs_and_leaves_the_rest_unacked(
+    memory_ledger: Ledger,
+) -> None:
+    runner = _runner(CountingExecutor(memory_ledger), slots=2)
+    acks = Acks(memory_ledger)
+    jobs = _submit(memory_ledger, 3)
+    messages = [Message() for _ in jobs]
+    for job_id, message in zip(jobs, messages, strict=True):
+        runner.deliver(acks.delivery(job_id, message))
+    _wait(lambda: len(RUNNING) == 2, "two tools running")
+    stopped: list[bool] = []
+    stopper = threading.Thread(target=lambda: stopped.append(runner.stop(WAIT_S)))
+    stopper.start()
+    stopper.join(0.2)  # a stop that did not wait would be done by now
+    assert stopper.is_alive() and stopped == []  # still waiting for the two running jobs
+    GATE.set()
+    stopper.join(WAIT_S)
+    assert stopped == [True]
+    # The running two finished and were acked directly (the event loop has stopped); the
+    # third was never claimed, so its message stays with the broker.
+    assert sorted(RAN) == sorted(jobs[:2])
+    assert [m.direct_acks for m in messages] == [1, 1, 0]
+    assert get_job(memory_ledger, jobs[2]).status.value == "queued"

@@ -1,0 +1,277 @@
+"""Batched execution on a threads worker: the execute task's messages are claimed in groups
+by the worker process itself, not handed to Celery's pool one task at a time.
+
+Celery still receives every message (its consumer, prefetch, `inspect`, signals and shutdown
+are as usual); this task's strategy hands the job id to a `BatchedRunner` instead of building
+a pool request. The runner claims every delivery it has room for in one transaction (the
+brake re-checked under the shared brakes lock inside it, the leases in it), starts the claimed
+tools at once, and records each outcome through the process's group commit as the tool
+finishes, so a slow tool holds nobody else's outcome back. Each message is acked only after
+its job's outcome (or its halt, or the decision to skip it) is committed: a worker killed
+between the claim's commit and the ack leaves messages the broker redelivers, and their claim
+finds the jobs running or closed and skips them (the reconciler judges a lost attempt).
+
+A prefork or solo worker keeps Celery's own strategy: each pool process runs one job at a time.
+A delayed message (a retry's backoff) also takes Celery's own way, through its timer and pool.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from celery import bootsteps
+from celery.concurrency.thread import TaskPool as ThreadsPool
+from celery.worker import state
+from celery.worker.strategy import default as celery_strategy
+
+from ledger.batching import DaemonThreads
+from ledger.errors import OutcomeUnrecordedError, StorageUnavailableError
+from ledger.services.execute import Executor
+from ledger.services.work import Claim, ClaimResult
+from workers.app import EXECUTE_TASK
+
+log = logging.getLogger(__name__)
+
+MAX_BACKOFF_S = 30.0  # between claim attempts while the ledger is unavailable
+
+
+class Delivery:
+    """One execute message in the runner's hands; shaped like a Celery request where
+    `inspect active` and the worker's counters look at one."""
+
+    name = EXECUTE_TASK
+
+    def __init__(
+        self, message: Any, job_id: str, ack: Callable[..., Any], hostname: str, errors: Any
+    ) -> None:
+        self.message = message
+        self._errors = errors  # the connection's errors, which the ack logs rather than raises
+        self.id: str = message.headers.get("id") or ""
+        self.job_id = job_id
+        self._ack = ack
+        self.hostname = hostname
+        self.time_start: float | None = None
+
+    def info(self, safe: bool = False) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "name": self.name,
+            "args": [self.job_id],
+            "kwargs": {},
+            "type": self.name,
+            "hostname": self.hostname,
+            "time_start": self.time_start,
+            "acknowledged": False,
+            "delivery_info": self.message.delivery_info,
+            "worker_pid": os.getpid(),
+        }
+
+    def ack(self, direct: bool) -> None:
+        # Through the event loop while it runs (a channel is not shared across threads);
+        # directly once it has stopped (a warm shutdown finishing its jobs).
+        if direct:
+            self.message.ack_log_error(log, self._errors)
+        else:
+            self._ack(log, self._errors)
+
+
+class BatchedRunner:
+    """Claims what has arrived, up to the free slots, in one transaction; runs each claimed
+    job on a thread of its own; acks each message once its job is settled."""
+
+    def __init__(self, executor: Callable[[], Executor], slots: int) -> None:
+        self._executor = executor  # made lazily, in the worker process, at the first message
+        self._slots = max(1, slots)
+        self._cond = threading.Condition()
+        self._inbox: deque[Delivery] = deque()
+        self._busy = 0  # deliveries taken from the inbox and not yet acked
+        self._stopping = False
+        self._jobs = DaemonThreads("job")
+        self._thread: threading.Thread | None = None
+
+    def deliver(self, delivery: Delivery) -> None:
+        with self._cond:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._serve, name="claims", daemon=True)
+                self._thread.start()
+            self._inbox.append(delivery)
+            self._cond.notify_all()
+
+    def stop(self, timeout_s: float | None = None) -> bool:
+        """Claim nothing more; wait for the claimed jobs to be recorded and acked. What was
+        received but not claimed stays unacked: the broker gives it to another worker (or
+        to this one, once its consumer restarts with `resume`)."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+            while self._busy:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return False
+                self._cond.wait(left)
+            self._inbox.clear()
+            thread, self._thread = self._thread, None
+        if thread is not None:
+            thread.join()
+        return True
+
+    def resume(self) -> None:
+        with self._cond:
+            self._stopping = False
+
+    @property
+    def busy(self) -> int:
+        with self._cond:
+            return self._busy
+
+    def _serve(self) -> None:
+        while True:
+            batch = self._take()
+            if batch is None:
+                return
+            for delivery in batch:
+                delivery.time_start = time.time()
+                state.task_accepted(delivery)
+            claims = self._claim(batch)
+            if claims is None:  # stopping while the ledger was down: nothing was claimed
+                self._release(batch)
+                continue
+            for delivery, claim in zip(batch, claims, strict=True):
+                if claim is not None and claim.result is ClaimResult.CLAIMED:
+                    self._jobs.run(functools.partial(self._finish, delivery, claim))
+                else:
+                    self._finish(delivery, claim)
+
+    def _take(self) -> list[Delivery] | None:
+        with self._cond:
+            while not self._stopping and not (self._inbox and self._busy < self._slots):
+                self._cond.wait()
+            if self._stopping:
+                return None
+            room = min(self._slots - self._busy, len(self._inbox))
+            self._busy += room
+            return [self._inbox.popleft() for _ in range(room)]
+
+    def _claim(self, batch: list[Delivery]) -> list[Claim | None] | None:
+        """The batch's claims, in order; None for a delivery whose claim failed (logged; its
+        message is acked, as Celery acks a failed late-ack task, and the reconciler
+        re-dispatches the job). None for all while the ledger stays down and we stop."""
+        executor = self._executor()
+        delay = 0.05
+        while True:
+            try:
+                return list(executor.claim_batch([d.job_id for d in batch]))
+            except StorageUnavailableError as exc:
+                # Fail closed: nothing starts without its brake check. The messages stay
+                # unacked meanwhile (the broker holds them for this worker).
+                log.warning(
+                    "claiming %d job(s): ledger unavailable (%s); retrying", len(batch), exc
+                )
+            except Exception:
+                if len(batch) == 1:
+                    log.exception("job %s: claim failed", batch[0].job_id)
+                    return [None]
+                # One bad delivery must not cost the others: each alone.
+                return [self._claim_one(executor, d) for d in batch]
+            with self._cond:
+                if self._cond.wait_for(lambda: self._stopping, timeout=delay):
+                    return None
+            delay = min(delay * 2, MAX_BACKOFF_S)
+
+    @staticmethod
+    def _claim_one(executor: Executor, delivery: Delivery) -> Claim | None:
+        try:
+            return executor.claim_batch([delivery.job_id])[0]
+        except Exception:
+            log.exception("job %s: claim failed", delivery.job_id)
+            return None
+
+    def _finish(self, delivery: Delivery, claim: Claim | None) -> None:
+        try:
+            if claim is not None:
+                result = self._executor().finish(delivery.job_id, claim)
+                log.info(
+                    "job %s: %s %s", delivery.job_id, result.claim.value, result.event_type or ""
+                )
+        except OutcomeUnrecordedError as exc:
+            log.error("%s", exc)  # the lease lapses; the reconciler records what is known
+        except Exception:
+            log.exception("job %s: execution failed", delivery.job_id)
+        else:
+            if claim is not None and log.isEnabledFor(logging.INFO):
+                # Celery's own line for a handled task, which operators' log searches expect.
+                took = time.time() - (delivery.time_start or time.time())
+                log.info("Task %s[%s] succeeded in %.6fs: None", EXECUTE_TASK, delivery.id, took)
+        finally:
+            self._release([delivery])
+
+    def _release(self, deliveries: list[Delivery]) -> None:
+        with self._cond:
+            direct = self._stopping
+        for delivery in deliveries:
+            delivery.ack(direct)
+            state.task_ready(delivery)
+        with self._cond:
+            self._busy -= len(deliveries)
+            self._cond.notify_all()
+
+
+RUNNERS: dict[int, BatchedRunner] = {}  # by id of the consumer, for the stop step
+
+
+def strategy(task: Any, app: Any, consumer: Any, **options: Any) -> Callable[..., Any]:
+    """Celery's task strategy hook (`Task.Strategy`): batched on a threads pool."""
+    fallback: Callable[..., Any] = celery_strategy(task, app, consumer, **options)
+    if not isinstance(consumer.pool, ThreadsPool):
+        return fallback
+    from workers import resources  # the process's ledger, dispatcher and executor
+
+    runner = RUNNERS.setdefault(
+        id(consumer), BatchedRunner(resources.executor, consumer.pool.limit)
+    )
+    hostname, errors = consumer.hostname, consumer.connection_errors
+
+    def handle(message: Any, body: Any, ack: Any, reject: Any, callbacks: Any, **kw: Any) -> Any:
+        headers = message.headers
+        if headers.get("eta") or body is not None:  # delayed, or an old protocol: Celery's way
+            return fallback(message, body, ack, reject, callbacks, **kw)
+        try:
+            args = message.decode()[0]
+            job_id = args[0]
+            if not isinstance(job_id, str):
+                raise TypeError(type(job_id).__name__)
+        except Exception as exc:  # not a message this task can run: never requeue it
+            log.error("dropping a malformed %s message: %s", EXECUTE_TASK, exc)
+            reject(requeue=False)
+            return None
+        runner.deliver(Delivery(message, job_id, ack, hostname, errors))
+        return None
+
+    return handle
+
+
+class BatchedStop(bootsteps.StartStopStep):  # type: ignore[misc]  # Celery is untyped
+    """A consumer step: its stop (a warm shutdown, or a consumer restarting after a lost
+    connection) waits for the runner's claimed jobs, as Celery waits for its pool's tasks."""
+
+    requires = ("celery.worker.consumer.tasks:Tasks",)
+
+    def start(self, consumer: Any) -> None:
+        runner = RUNNERS.get(id(consumer))
+        if runner is not None:
+            runner.resume()
+
+    def stop(self, consumer: Any) -> None:
+        runner = RUNNERS.get(id(consumer))
+        if runner is not None and runner.busy:
+            log.info("waiting for %d batched job(s) to finish", runner.busy)
+        if runner is not None:
+            runner.stop()
