@@ -255,3 +255,19 @@ def test_stop_waits_for_the_claimed_jobs_and_leaves_the_rest_unacked(
     assert sorted(RAN) == sorted(jobs[:2])
     assert [m.direct_acks for m in messages] == [1, 1, 0]
     assert get_job(memory_ledger, jobs[2]).status.value == "queued"
+
+
+def test_stopping_while_the_ledger_is_down_acks_nothing(memory_ledger: Ledger) -> None:
+    executor = CountingExecutor(memory_ledger)
+    executor.failures = [StorageUnavailableError("down")] * 1000  # down for good
+    runner = _runner(executor, slots=4)
+    acks = Acks(memory_ledger)
+    jobs = _submit(memory_ledger, 2)
+    messages = [Message() for _ in jobs]
+    for job_id, message in zip(jobs, messages, strict=True):
+        runner.deliver(acks.delivery(job_id, message))
+    _wait(lambda: len(executor.failures) < 999, "a claim to meet the outage")
+    assert runner.stop(WAIT_S)
+    # Nothing was claimed, so nothing is acked: the broker gives both to another worker.
+    assert acks.jobs() == [] and [m.direct_acks for m in messages] == [0, 0]
+    assert RAN == [] and runner.busy == 0

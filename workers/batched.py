@@ -141,8 +141,8 @@ class BatchedRunner:
                 delivery.time_start = time.time()
                 state.task_accepted(delivery)
             claims = self._claim(batch)
-            if claims is None:  # stopping while the ledger was down: nothing was claimed
-                self._release(batch)
+            if claims is None:  # stopping while the ledger was down: nothing was claimed,
+                self._release(batch, ack=False)  # so the broker keeps the messages
                 continue
             for delivery, claim in zip(batch, claims, strict=True):
                 if claim is not None and claim.result is ClaimResult.CLAIMED:
@@ -213,11 +213,12 @@ class BatchedRunner:
         finally:
             self._release([delivery])
 
-    def _release(self, deliveries: list[Delivery]) -> None:
+    def _release(self, deliveries: list[Delivery], ack: bool = True) -> None:
         with self._cond:
             direct = self._stopping
         for delivery in deliveries:
-            delivery.ack(direct)
+            if ack:
+                delivery.ack(direct)
             state.task_ready(delivery)
         with self._cond:
             self._busy -= len(deliveries)
