@@ -87,7 +87,8 @@ class BatchedRunner:
     job on a thread of its own; acks each message once its job is settled."""
 
     def __init__(self, executor: Callable[[], Executor], slots: int) -> None:
-        self._executor = executor  # made lazily, in the worker process, at the first message
+        self._make_executor = executor  # called once, in the worker process, at the first claim
+        self._made: Executor | None = None
         self._slots = max(1, slots)
         self._cond = threading.Condition()
         self._inbox: deque[Delivery] = deque()
@@ -164,7 +165,7 @@ class BatchedRunner:
         """The batch's claims, in order; None for a delivery whose claim failed (logged; its
         message is acked, as Celery acks a failed late-ack task, and the reconciler
         re-dispatches the job). None for all while the ledger stays down and we stop."""
-        executor = self._executor()
+        executor = self._executor()  # the one claims thread makes it, before any job runs
         delay = 0.05
         while True:
             try:
@@ -185,6 +186,12 @@ class BatchedRunner:
                 if self._cond.wait_for(lambda: self._stopping, timeout=delay):
                     return None
             delay = min(delay * 2, MAX_BACKOFF_S)
+
+    def _executor(self) -> Executor:
+        # Looked up once: the process's resources read the settings at every call.
+        if self._made is None:
+            self._made = self._make_executor()
+        return self._made
 
     @staticmethod
     def _claim_one(executor: Executor, delivery: Delivery) -> Claim | None:
