@@ -1,10 +1,13 @@
-"""The server-side append (migration 0004) takes the same locks as the Python side: the same
-advisory-lock keys, so appends, claims and `brake pull` stay ordered whichever path writes."""
+"""The server-side append (migrations 0004, 0008) takes the same locks as the Python side: the
+same advisory-lock keys, so appends, claims and `brake pull` stay ordered whichever path
+writes."""
 
 from __future__ import annotations
 
 import importlib.util
 from types import ModuleType
+
+import pytest
 
 from ledger.persistence.locks import BRAKE_LOCK_KEY
 from ledger.persistence.migrate import SCRIPT_LOCATION
@@ -20,9 +23,19 @@ def migration(name: str) -> ModuleType:
     return module
 
 
-def test_the_function_locks_with_the_ledgers_own_keys() -> None:
-    append = migration("0004_append_jobs.py")
+@pytest.mark.parametrize("name", ["0004_append_jobs.py", "0008_append_cpu.py"])
+def test_the_function_locks_with_the_ledgers_own_keys(name: str) -> None:
+    append = migration(name)
     assert (append.APPEND_LOCK_KEY, append.BRAKE_LOCK_KEY) == (APPEND_LOCK_KEY, BRAKE_LOCK_KEY)
     body = append.FUNCTION
     # The brakes lock first, then the append lock: the order `brake pull` takes them in.
     assert body.index(f"lock_shared({BRAKE_LOCK_KEY})") < body.index(f"lock({APPEND_LOCK_KEY})")
+
+
+def test_the_function_reads_the_newest_link_under_the_append_lock() -> None:
+    """0008 links the events it inserts to the newest row's `ledger_hash`: only under the
+    append lock is that row the previous one."""
+    body = migration("0008_append_cpu.py").FUNCTION
+    newest = "SELECT e.ledger_hash INTO link FROM events e ORDER BY e.position DESC LIMIT 1"
+    assert body.count(newest) == 1
+    assert body.index(f"lock({APPEND_LOCK_KEY})") < body.index(newest)

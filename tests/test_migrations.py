@@ -341,3 +341,34 @@ def test_downgrade_to_base_removes_everything_then_upgrade_again(migrated_engine
         assert index_mismatches(conn) == {}
         if conn.dialect.name == "postgresql":
             assert immutable_function_exists(conn)
+
+
+POSTGRES_ONLY = [pytest.param("postgres", marks=pytest.mark.postgres)]
+
+
+APPEND_FUNCTION = "SELECT pg_get_functiondef('outcomes_append_jobs'::regproc)"
+CHAIN_TRIGGER = "SELECT pg_get_triggerdef(oid) FROM pg_trigger WHERE tgname = 'events_ledger_chain'"
+
+
+def append_function_and_chain_trigger(conn: Connection) -> tuple[str, str]:
+    return tuple(
+        conn.execute(text(query)).scalar_one() for query in (APPEND_FUNCTION, CHAIN_TRIGGER)
+    )
+
+
+@pytest.mark.parametrize("empty_engine", POSTGRES_ONLY, indirect=True)
+def test_0008_downgrades_to_0007s_function_and_trigger_exactly(empty_engine: Engine) -> None:
+    """0008 replaces the append function and makes the chain trigger conditional (the function
+    links its own events); going back leaves exactly what 0007 made."""
+    migrate.upgrade(empty_engine, "0007")
+    with empty_engine.connect() as conn:
+        before = append_function_and_chain_trigger(conn)
+    assert "WHEN" not in before[1]
+    migrate.upgrade(empty_engine, "0008")
+    with empty_engine.connect() as conn:
+        function, trigger = append_function_and_chain_trigger(conn)
+    assert function != before[0]
+    assert "WHEN ((new.ledger_hash IS NULL))" in trigger
+    migrate.downgrade(empty_engine, "0007")
+    with empty_engine.connect() as conn:
+        assert append_function_and_chain_trigger(conn) == before

@@ -84,12 +84,17 @@ def append_function_0005() -> str:
     return str(_migration("0005_ledger_chain.py").append_function())
 
 
+def append_function() -> str:
+    """The append function as this migration leaves it: 0005's, its lookup planned per call."""
+    function = append_function_0005()
+    assert function.count(STATIC_LOOKUP) == 1, "0005's function has changed"
+    return function.replace(STATIC_LOOKUP, PLANNED_LOOKUP)
+
+
 def upgrade() -> None:
     if op.get_bind().dialect.name == "postgresql":
         op.execute(PLPGSQL)
-        function = append_function_0005()
-        assert function.count(STATIC_LOOKUP) == 1, "0005's function has changed"
-        op.execute(function.replace(STATIC_LOOKUP, PLANNED_LOOKUP))
+        op.execute(append_function())
 
 
 def downgrade() -> None:
