@@ -41,7 +41,10 @@ lint: $(STAMP)
 # Each prints ours beside its baseline and the ratio; none asserts a speed.
 bench: $(STAMP)
 	$(BIN)/python -m bench.append
+	$(BIN)/python -m bench.roundtrips
 	$(BIN)/python -m bench.throughput
+	$(BIN)/python -m bench.throughput --pool threads --concurrency 16 --producers 16
+	$(BIN)/python -m bench.http
 	$(BIN)/python -m bench.reconcile
 	$(BIN)/python -m bench.poll
 	$(BIN)/python -m bench.scrub
