@@ -32,6 +32,7 @@ CALL_SQLALCHEMY = text("SELECT outcomes_append_jobs(CAST(:items AS jsonb))")
 class Planned:
     item: JobAppend
     rows: list[dict[str, Any]]
+    events: list[RecordedEvent]  # the rows as folded; position and link come with the answer
     view: JobView  # folded; its ledger_position is filled in once the server answers
 
 
@@ -65,11 +66,12 @@ def plan(item: JobAppend, now: datetime) -> Planned:
     rows = seal(
         job_stream(item.job_id), item.events, version, before.head_hash if before else None, now
     )
+    events = [RecordedEvent(position=0, **row) for row in rows]
     view = before
-    for row in rows:
-        view = evolve(view, RecordedEvent(position=0, **row))
+    for event in events:
+        view = evolve(view, event)
     assert view is not None
-    return Planned(item, rows, view)
+    return Planned(item, rows, events, view)
 
 
 def payload(planned: Sequence[Planned]) -> str:
@@ -116,9 +118,10 @@ def _result(p: Planned, answer: dict[str, Any]) -> JobAppended:
     if status is AppendStatus.OK:
         positions = answer["positions"]
         links = answer["ledger_hashes"]
+        # Validated once when planned: only the server's position and link are new.
         events = [
-            RecordedEvent(**(row | {"position": pos, "ledger_hash": link}))
-            for pos, link, row in zip(positions, links, p.rows, strict=True)
+            event.model_copy(update={"position": pos, "ledger_hash": link})
+            for pos, link, event in zip(positions, links, p.events, strict=True)
         ]
         view = p.view.model_copy(update={"ledger_position": positions[-1]})
         return JobAppended(status, Appended(events, view))
