@@ -4,8 +4,9 @@ default threads pool, RabbitMQ and a Postgres ledger, short leases.
 - Killed between its batch's claim commit and the acks: the broker redelivers every message,
   a second worker's claim skips each (the jobs are running), nothing spends twice, and the
   reconciler closes each job worker_lost / verify_at_source.
-- A warm shutdown while batched jobs run: they finish, their outcomes are recorded and their
-  messages acked before the process exits (nothing is left for the broker to redeliver).
+- A warm shutdown while batched jobs run (`celery inspect active` lists them): they finish,
+  their outcomes are recorded and their messages acked before the process exits (nothing is
+  left for the broker to redeliver).
 - A brake pulled while deliveries wait for a free slot: each later claim is halted.
 """
 
@@ -13,12 +14,14 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 
 import pytest
 
 from ledger.codes import Code, Status
 from ledger.services import brakes
 from ledger.services.ledger import Ledger
+from tests.integration.test_remote_control import inspect
 from tests.plugins.deployments import deployments, stream_types, wait_terminal, wait_until
 from tests.plugins.rigs import Rig, load_view, queue_depth
 from tests.reliability.test_worker_loss import LOST_SPENDING, assert_worker_lost_spending
@@ -65,6 +68,11 @@ def test_a_warm_shutdown_records_and_acks_the_running_batch(rig: Rig) -> None:
     (worker,) = dep.start_workers(count=1, concurrency=3)
     jobs = [dep.submit(SLOW, {"seconds": 2}).job_id for _ in range(3)]
     wait_until(lambda: len(rig.effects()) == 3, 30, "all three tools to spend")
+    # Celery's own tools see the batched jobs as the worker's active tasks.
+    node = f"outcomes-{worker.process.pid}@{socket.gethostname()}"
+    active = inspect(dep, "active", [node])[node]
+    assert isinstance(active, list)
+    assert sorted(task["args"][0] for task in active) == sorted(jobs)
     worker.terminate()  # SIGTERM: Celery's warm shutdown
     assert worker.process.wait(timeout=60) == 0, worker.log()[-3000:]
     for job_id in jobs:  # recorded before the exit, not closed later by a reconciler
