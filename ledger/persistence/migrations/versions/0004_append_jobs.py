@@ -30,6 +30,44 @@ TERMINAL = (
     "'work.halted', 'work.partial', 'work.succeeded'"
 )
 
+# Each item's rows once its events are in: the read-model row (the view folded in Python, its
+# position filled in here), the lease change and the notification. Later versions of the
+# function (0008) write them with this same text.
+WRITE_ROWS = """\
+        INSERT INTO jobs AS j (job_id, account, tool, status, terminal, accepted, spends,
+                               attempts, code, idempotency_key, ledger_position, created_at,
+                               updated_at, lease_expires_at, due_at, view)
+        VALUES (job->>'job_id', job->>'account', job->>'tool', job->>'status',
+                (job->>'terminal')::boolean, (job->>'accepted')::boolean,
+                (job->>'spends')::boolean, (job->>'attempts')::integer, job->>'code',
+                job->>'idempotency_key', pos, (job->>'created_at')::timestamptz,
+                (job->>'updated_at')::timestamptz, (job->>'lease_expires_at')::timestamptz,
+                (job->>'due_at')::timestamptz,
+                jsonb_set(job->'view', '{ledger_position}', to_jsonb(pos)))
+        ON CONFLICT (job_id) DO UPDATE SET
+            account = EXCLUDED.account, tool = EXCLUDED.tool, status = EXCLUDED.status,
+            terminal = EXCLUDED.terminal, accepted = EXCLUDED.accepted,
+            spends = EXCLUDED.spends, attempts = EXCLUDED.attempts, code = EXCLUDED.code,
+            idempotency_key = EXCLUDED.idempotency_key,
+            ledger_position = EXCLUDED.ledger_position, created_at = EXCLUDED.created_at,
+            updated_at = EXCLUDED.updated_at, lease_expires_at = EXCLUDED.lease_expires_at,
+            due_at = EXCLUDED.due_at, view = EXCLUDED.view;
+        lease := item->'lease';
+        IF lease->>'op' = 'start' THEN
+            INSERT INTO leases (job_id, attempt, worker, expires_at)
+            VALUES (job->>'job_id', (lease->>'attempt')::integer, lease->>'worker',
+                    (lease->>'expires_at')::timestamptz)
+            ON CONFLICT (job_id) DO UPDATE SET attempt = EXCLUDED.attempt,
+                worker = EXCLUDED.worker, expires_at = EXCLUDED.expires_at;
+        ELSIF lease->>'op' = 'drop' THEN
+            DELETE FROM leases
+             WHERE job_id = job->>'job_id' AND attempt = (lease->>'attempt')::integer;
+        END IF;
+        IF coalesce((item->>'notify')::boolean, true) THEN
+            PERFORM pg_notify('outcomes_jobs', job->>'job_id');
+        END IF;
+"""
+
 FUNCTION = f"""
 CREATE OR REPLACE FUNCTION outcomes_append_jobs(p_items jsonb) RETURNS jsonb
 LANGUAGE plpgsql AS $$
@@ -118,38 +156,7 @@ BEGIN
             RETURNING position INTO pos;
             positions := positions || pos;
         END LOOP;
-        INSERT INTO jobs AS j (job_id, account, tool, status, terminal, accepted, spends,
-                               attempts, code, idempotency_key, ledger_position, created_at,
-                               updated_at, lease_expires_at, due_at, view)
-        VALUES (job->>'job_id', job->>'account', job->>'tool', job->>'status',
-                (job->>'terminal')::boolean, (job->>'accepted')::boolean,
-                (job->>'spends')::boolean, (job->>'attempts')::integer, job->>'code',
-                job->>'idempotency_key', pos, (job->>'created_at')::timestamptz,
-                (job->>'updated_at')::timestamptz, (job->>'lease_expires_at')::timestamptz,
-                (job->>'due_at')::timestamptz,
-                jsonb_set(job->'view', '{{ledger_position}}', to_jsonb(pos)))
-        ON CONFLICT (job_id) DO UPDATE SET
-            account = EXCLUDED.account, tool = EXCLUDED.tool, status = EXCLUDED.status,
-            terminal = EXCLUDED.terminal, accepted = EXCLUDED.accepted,
-            spends = EXCLUDED.spends, attempts = EXCLUDED.attempts, code = EXCLUDED.code,
-            idempotency_key = EXCLUDED.idempotency_key,
-            ledger_position = EXCLUDED.ledger_position, created_at = EXCLUDED.created_at,
-            updated_at = EXCLUDED.updated_at, lease_expires_at = EXCLUDED.lease_expires_at,
-            due_at = EXCLUDED.due_at, view = EXCLUDED.view;
-        lease := item->'lease';
-        IF lease->>'op' = 'start' THEN
-            INSERT INTO leases (job_id, attempt, worker, expires_at)
-            VALUES (job->>'job_id', (lease->>'attempt')::integer, lease->>'worker',
-                    (lease->>'expires_at')::timestamptz)
-            ON CONFLICT (job_id) DO UPDATE SET attempt = EXCLUDED.attempt,
-                worker = EXCLUDED.worker, expires_at = EXCLUDED.expires_at;
-        ELSIF lease->>'op' = 'drop' THEN
-            DELETE FROM leases
-             WHERE job_id = job->>'job_id' AND attempt = (lease->>'attempt')::integer;
-        END IF;
-        IF coalesce((item->>'notify')::boolean, true) THEN
-            PERFORM pg_notify('outcomes_jobs', job->>'job_id');
-        END IF;
+{WRITE_ROWS}\
         results := results || jsonb_build_array(
             jsonb_build_object('status', 'ok', 'positions', to_jsonb(positions)));
     END LOOP;

@@ -70,6 +70,7 @@ _0004 = _migration("0004_append_jobs.py")
 APPEND_LOCK_KEY: int = _0004.APPEND_LOCK_KEY
 BRAKE_LOCK_KEY: int = _0004.BRAKE_LOCK_KEY
 TERMINAL: str = _0004.TERMINAL
+WRITE_ROWS: str = _0004.WRITE_ROWS  # the read-model row, the lease and the notification
 # The trigger's formula (0005), chaining `link` (the previous event's) to this event's hash.
 NEXT_LINK: str = _migration("0005_ledger_chain.py").LINK_SQL.format(
     prev="link", hash="(ev->>'hash')"
@@ -191,38 +192,7 @@ BEGIN
                 held_for := NULL;
             END IF;
         END LOOP;
-        INSERT INTO jobs AS j (job_id, account, tool, status, terminal, accepted, spends,
-                               attempts, code, idempotency_key, ledger_position, created_at,
-                               updated_at, lease_expires_at, due_at, view)
-        VALUES (job->>'job_id', job->>'account', job->>'tool', job->>'status',
-                (job->>'terminal')::boolean, (job->>'accepted')::boolean,
-                (job->>'spends')::boolean, (job->>'attempts')::integer, job->>'code',
-                job->>'idempotency_key', pos, (job->>'created_at')::timestamptz,
-                (job->>'updated_at')::timestamptz, (job->>'lease_expires_at')::timestamptz,
-                (job->>'due_at')::timestamptz,
-                jsonb_set(job->'view', '{{ledger_position}}', to_jsonb(pos)))
-        ON CONFLICT (job_id) DO UPDATE SET
-            account = EXCLUDED.account, tool = EXCLUDED.tool, status = EXCLUDED.status,
-            terminal = EXCLUDED.terminal, accepted = EXCLUDED.accepted,
-            spends = EXCLUDED.spends, attempts = EXCLUDED.attempts, code = EXCLUDED.code,
-            idempotency_key = EXCLUDED.idempotency_key,
-            ledger_position = EXCLUDED.ledger_position, created_at = EXCLUDED.created_at,
-            updated_at = EXCLUDED.updated_at, lease_expires_at = EXCLUDED.lease_expires_at,
-            due_at = EXCLUDED.due_at, view = EXCLUDED.view;
-        lease := item->'lease';
-        IF lease->>'op' = 'start' THEN
-            INSERT INTO leases (job_id, attempt, worker, expires_at)
-            VALUES (job->>'job_id', (lease->>'attempt')::integer, lease->>'worker',
-                    (lease->>'expires_at')::timestamptz)
-            ON CONFLICT (job_id) DO UPDATE SET attempt = EXCLUDED.attempt,
-                worker = EXCLUDED.worker, expires_at = EXCLUDED.expires_at;
-        ELSIF lease->>'op' = 'drop' THEN
-            DELETE FROM leases
-             WHERE job_id = job->>'job_id' AND attempt = (lease->>'attempt')::integer;
-        END IF;
-        IF coalesce((item->>'notify')::boolean, true) THEN
-            PERFORM pg_notify('outcomes_jobs', job->>'job_id');
-        END IF;
+{WRITE_ROWS}\
         results := results || jsonb_build_object('status', 'ok', 'positions', to_jsonb(positions),
                                                  'ledger_hashes', to_jsonb(links));
     END LOOP;
