@@ -242,9 +242,10 @@ def strategy(task: Any, app: Any, consumer: Any, **options: Any) -> Callable[...
         return fallback
     from workers import resources  # the process's ledger, dispatcher and executor
 
-    runner = RUNNERS.setdefault(
-        id(consumer), BatchedRunner(resources.executor, consumer.pool.limit)
-    )
+    # The strategy is made again at each consumer restart; its runner is kept.
+    runner = RUNNERS.get(id(consumer))
+    if runner is None:
+        runner = RUNNERS[id(consumer)] = BatchedRunner(resources.executor, consumer.pool.limit)
     hostname, errors = consumer.hostname, consumer.connection_errors
 
     def handle(message: Any, body: Any, ack: Any, reject: Any, callbacks: Any, **kw: Any) -> Any:
@@ -279,7 +280,8 @@ class BatchedStop(bootsteps.StartStopStep):  # type: ignore[misc]  # Celery is u
 
     def stop(self, consumer: Any) -> None:
         runner = RUNNERS.get(id(consumer))
-        if runner is not None and runner.busy:
-            log.info("waiting for %d batched job(s) to finish", runner.busy)
-        if runner is not None:
-            runner.stop()
+        if runner is None:
+            return
+        if busy := runner.busy:
+            log.info("waiting for %d batched job(s) to finish", busy)
+        runner.stop()
