@@ -125,11 +125,8 @@ class LedgerVariant:
         refused = len(refusals)
         if refused:
             raise RoundFailedError(f"{self.name}: {refused} of {n} jobs were refused")
-        # Every job of the round is in the table by now: done when no job is open. The
-        # partial index ix_jobs_open makes this cheap however large the table grows, when it
-        # is used: the planner's statistics lag this churn, and a sequential scan of every
-        # job each 10 ms cost the database more than some of what is measured.
-        self.poll.execute("SET enable_seqscan = off")
+        # Every job of the round is in the table by now: done when no job is open (cheap on
+        # ix_jobs_open, which the poll session is told to use: see bench.throughput._ours).
         open_jobs = "SELECT count(*) FROM jobs WHERE terminal = false"
         wait_until(
             lambda: _count(self.poll, open_jobs) == 0,
