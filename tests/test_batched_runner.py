@@ -271,3 +271,44 @@ def test_stopping_while_the_ledger_is_down_acks_nothing(memory_ledger: Ledger) -
     # Nothing was claimed, so nothing is acked: the broker gives both to another worker.
     assert acks.jobs() == [] and [m.direct_acks for m in messages] == [0, 0]
     assert RAN == [] and runner.busy == 0
+
+
+class HeldRecordExecutor(CountingExecutor):
+    """Holds each outcome between its tool's return and its recording until `record` is set."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        super().__init__(ledger)
+        self.record = threading.Event()
+
+    def finish(
+        self, job_id: str, claimed: Claim, tool_done: Callable[[], None] | None = None
+    ) -> Any:
+        def then_hold() -> None:
+            if tool_done is not None:
+                tool_done()
+            self.record.wait(WAIT_S)
+
+        return super().finish(job_id, claimed, then_hold)
+
+
+def test_a_slot_is_free_once_its_tool_returns_while_its_outcome_is_recorded(
+    memory_ledger: Ledger,
+) -> None:
+    executor = HeldRecordExecutor(memory_ledger)
+    runner = _runner(executor, slots=1)
+    acks = Acks(memory_ledger)
+    first, second = _submit(memory_ledger, 2)
+    runner.deliver(acks.delivery(first))
+    _wait(lambda: first in RUNNING, "the first tool running")
+    runner.deliver(acks.delivery(second))
+    assert second not in RUNNING  # one slot: the second waits while the first tool runs
+    GATE.set()
+    # The first tool returned; its outcome is held, unrecorded and unacked, and the second
+    # tool runs in the slot the first left.
+    _wait(lambda: second in RAN, "the second tool to run")
+    assert acks.jobs() == [] and runner.busy == 2
+    assert MOST_AT_ONCE[0] == 1  # never two tools at once
+    executor.record.set()
+    _wait(lambda: len(acks.jobs()) == 2, "both acked")
+    assert all(terminal for _, terminal in acks.acked)  # each acked after its outcome
+    assert runner.stop(WAIT_S)

@@ -58,6 +58,7 @@ class Delivery:
         self._ack = ack
         self.hostname = hostname
         self.time_start: float | None = None
+        self.holds_slot = False  # taken for a tool that has not returned yet
 
     def info(self, safe: bool = False) -> dict[str, Any]:
         return {
@@ -84,7 +85,13 @@ class Delivery:
 
 class BatchedRunner:
     """Claims what has arrived, up to the free slots, in one transaction; runs each claimed
-    job on a thread of its own; acks each message once its job is settled."""
+    job on a thread of its own; acks each message once its job is settled.
+
+    A slot is a tool running (or about to, once claimed): it is free again as soon as the tool
+    returns, while its outcome is still being recorded. Recording takes a group commit's
+    latency, and holding the slot through it left the tools' concurrency mostly idle. What is
+    taken and not yet acked is bounded by the consumer's prefetch (the broker's unacked limit).
+    """
 
     def __init__(self, executor: Callable[[], Executor], slots: int) -> None:
         self._make_executor = executor  # called once, in the worker process, at the first claim
@@ -93,6 +100,7 @@ class BatchedRunner:
         self._cond = threading.Condition()
         self._inbox: deque[Delivery] = deque()
         self._busy = 0  # deliveries taken from the inbox and not yet acked
+        self._running = 0  # of which: holding a slot (claiming, or their tool running)
         self._stopping = False
         self._jobs = DaemonThreads("job")
         self._thread: threading.Thread | None = None
@@ -153,13 +161,17 @@ class BatchedRunner:
 
     def _take(self) -> list[Delivery] | None:
         with self._cond:
-            while not self._stopping and not (self._inbox and self._busy < self._slots):
+            while not self._stopping and not (self._inbox and self._running < self._slots):
                 self._cond.wait()
             if self._stopping:
                 return None
-            room = min(self._slots - self._busy, len(self._inbox))
+            room = min(self._slots - self._running, len(self._inbox))
             self._busy += room
-            return [self._inbox.popleft() for _ in range(room)]
+            self._running += room
+            batch = [self._inbox.popleft() for _ in range(room)]
+            for delivery in batch:
+                delivery.holds_slot = True
+            return batch
 
     def _claim(self, batch: list[Delivery]) -> list[Claim | None] | None:
         """The batch's claims, in order; None for a delivery whose claim failed (logged; its
@@ -204,7 +216,8 @@ class BatchedRunner:
     def _finish(self, delivery: Delivery, claim: Claim | None) -> None:
         try:
             if claim is not None:
-                result = self._executor().finish(delivery.job_id, claim)
+                tool_done = functools.partial(self._free_slot, delivery)
+                result = self._executor().finish(delivery.job_id, claim, tool_done)
                 log.info(
                     "job %s: %s %s", delivery.job_id, result.claim.value, result.event_type or ""
                 )
@@ -220,6 +233,13 @@ class BatchedRunner:
         finally:
             self._release([delivery])
 
+    def _free_slot(self, delivery: Delivery) -> None:
+        with self._cond:
+            if delivery.holds_slot:
+                delivery.holds_slot = False
+                self._running -= 1
+                self._cond.notify_all()
+
     def _release(self, deliveries: list[Delivery], ack: bool = True) -> None:
         with self._cond:
             direct = self._stopping
@@ -228,6 +248,10 @@ class BatchedRunner:
                 delivery.ack(direct)
             state.task_ready(delivery)
         with self._cond:
+            for delivery in deliveries:
+                if delivery.holds_slot:
+                    delivery.holds_slot = False
+                    self._running -= 1
             self._busy -= len(deliveries)
             self._cond.notify_all()
 

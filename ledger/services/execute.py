@@ -7,7 +7,7 @@ from __future__ import annotations
 import inspect
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -98,8 +98,12 @@ class Executor:
             self.ledger, [ClaimRequest(j, self.worker_id, self.lease_s) for j in job_ids]
         )
 
-    def finish(self, job_id: str, claimed: Claim) -> Execution:
-        """After the claim: run the tool when it was claimed, record its one outcome."""
+    def finish(
+        self, job_id: str, claimed: Claim, tool_done: Callable[[], None] | None = None
+    ) -> Execution:
+        """After the claim: run the tool when it was claimed, record its one outcome.
+        `tool_done` is called once the tool has returned (or been given up on at its
+        deadline), before its outcome is recorded: the tool's slot is free from then on."""
         if claimed.result is ClaimResult.HALTED and claimed.view is not None:
             self._observe_halt(claimed.view)
         if claimed.result is not ClaimResult.CLAIMED:
@@ -110,6 +114,8 @@ class Executor:
             telemetry().queue_waited((view.updated_at - view.created_at).total_seconds())
         spec = get_tool(view.tool)
         payload = self._run(spec, view) if spec else _missing_tool(view)
+        if tool_done is not None:
+            tool_done()
         event = NewEvent(payload=payload, actor=self.worker_id)
         try:
             recorded = record_outcome(self.ledger, view, event, retry_for_s=OUTCOME_WRITE_BUDGET_S)
