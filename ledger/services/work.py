@@ -70,42 +70,36 @@ def claim_many(ledger: Ledger, requests: Sequence[ClaimRequest]) -> list[Claim]:
     holds; a job a brake holds is recorded `work.halted`, and nothing runs.
 
     The batch checks the brakes under the brakes lock, shared, which `brake pull` takes
-    exclusive: no work starts after a pull has committed. It also checks each stream's head
-    against the view read, so a job that moved since the read (another delivery claimed it)
-    is skipped: the read needs no transaction around it, and the batch is one write of its
-    own (on Postgres one statement, so the append lock is held for that statement and its
-    commit only). A worker killed before the write commits leaves nothing recorded, and its
-    message goes to another. Any database error propagates: if the brake cannot be read, no
-    work starts.
+    exclusive: no work starts after a pull has committed. It also checks each stream's head,
+    so a job that moved since the read (another delivery claimed it) is skipped. The claim
+    commits only when this worker asks it to: a worker killed while it waits for the lock
+    leaves nothing recorded, and its message goes to another (never autocommit here: the server
+    would commit a claim whose client had died, and a job that never started would read as a
+    lost attempt; tests/reliability/test_worker_loss.py). Any database error propagates:
+    if the brake cannot be read, no work starts.
     """
-    with ledger.store.quick_read() as reads:
-        views = reads.jobs_by_id(list(dict.fromkeys(r.job_id for r in requests)))
-    decided: list[Claim | JobAppend] = []
-    taken: set[str] = set()
-    for request in requests:
-        view = views.get(request.job_id)
-        if request.job_id in taken:  # the same job twice in one batch: one delivery wins
-            decided.append(Claim(ClaimResult.SKIPPED, "claimed by another delivery", view))
-        elif view is None:
-            decided.append(Claim(ClaimResult.SKIPPED, "unknown job"))
-        elif view.terminal or view.status is Status.RUNNING:
-            # Running means another delivery owns it; only the reconciler may decide it
-            # was lost, so a redelivered message never runs the tool a second time.
-            decided.append(Claim(ClaimResult.SKIPPED, f"job is {view.status.value}", view))
-        else:
-            taken.add(request.job_id)
-            decided.append(_start(request, view))
-    starts = [d for d in decided if isinstance(d, JobAppend)]
-    done = _appended(ledger, starts)
-    halts = [_halt(s, done[s.job_id]) for s in starts if done[s.job_id].brakes]
-    done |= _appended(ledger, halts)
+    with ledger.store.transaction() as tx:
+        views = tx.jobs_by_id(list(dict.fromkeys(r.job_id for r in requests)))
+        decided: list[Claim | JobAppend] = []
+        taken: set[str] = set()
+        for request in requests:
+            view = views.get(request.job_id)
+            if request.job_id in taken:  # the same job twice in one batch: one delivery wins
+                decided.append(Claim(ClaimResult.SKIPPED, "claimed by another delivery", view))
+            elif view is None:
+                decided.append(Claim(ClaimResult.SKIPPED, "unknown job"))
+            elif view.terminal or view.status is Status.RUNNING:
+                # Running means another delivery owns it; only the reconciler may decide it
+                # was lost, so a redelivered message never runs the tool a second time.
+                decided.append(Claim(ClaimResult.SKIPPED, f"job is {view.status.value}", view))
+            else:
+                taken.add(request.job_id)
+                decided.append(_start(request, view))
+        starts = [d for d in decided if isinstance(d, JobAppend)]
+        done = dict(zip((s.job_id for s in starts), tx.append_jobs(starts), strict=True))
+        halts = [_halt(s, done[s.job_id]) for s in starts if done[s.job_id].brakes]
+        done |= dict(zip((h.job_id for h in halts), tx.append_jobs(halts), strict=True))
     return [d if isinstance(d, Claim) else _claimed(d, done[d.job_id]) for d in decided]
-
-
-def _appended(ledger: Ledger, items: list[JobAppend]) -> dict[str, JobAppended]:
-    if not items:
-        return {}
-    return dict(zip((i.job_id for i in items), ledger.store.append_jobs(items), strict=True))
 
 
 def _start(request: ClaimRequest, view: JobView) -> JobAppend:
