@@ -36,6 +36,14 @@ def publish(url: str, options: dict[str, Any], queue: Queue, body: dict[str, Any
         )
 
 
+def run_all(threads: list[threading.Thread]) -> None:
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+        assert not thread.is_alive(), f"{thread.name} still running"
+
+
 def test_a_message_enters_the_queue_whole_by_one_rename(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -116,11 +124,7 @@ def test_concurrent_binds_and_publishes_see_whole_exchange_tables(tmp_path: Path
             errors.append(exc)
 
     threads = [threading.Thread(target=bind, args=(q,)) for q in queues]
-    threads += [threading.Thread(target=read) for _ in queues]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
+    run_all(threads + [threading.Thread(target=read) for _ in queues])
     assert errors == []
     with Connection(url, transport_options=options) as conn:
         bound = {entry.queue for entry in conn.default_channel.get_table(exchange)}
@@ -171,11 +175,7 @@ def test_a_publish_beside_a_first_bind_reaches_the_queue(
         except BaseException as exc:
             errors.append(exc)
 
-    threads = [threading.Thread(target=send, args=(n,)) for n in (0, 1)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=30)
+    run_all([threading.Thread(target=send, args=(n,)) for n in (0, 1)])
     assert errors == []
     with Connection(url, transport_options=options) as conn:
         simple = conn.SimpleQueue(queue)
