@@ -14,7 +14,6 @@ from datetime import datetime
 from typing import Any
 
 import orjson
-from sqlalchemy import text
 
 from ledger.brake_view import BrakeView
 from ledger.chain import seal
@@ -25,7 +24,6 @@ from ledger.persistence.appends import Appended, AppendStatus, JobAppend, JobApp
 from ledger.read_models import job_columns
 
 CALL = "SELECT outcomes_append_jobs(%s::jsonb)"
-CALL_SQLALCHEMY = text("SELECT outcomes_append_jobs(CAST(:items AS jsonb))")
 
 
 @dataclass(frozen=True)

@@ -134,8 +134,14 @@ class SqlWrites(SqlReads, Writes):
             return super().append_jobs(items)
 
         def call(body: str) -> Any:
+            # On the transaction's own psycopg connection (prepared; SQLAlchemy's statement
+            # work would be client time spent holding the append lock, which the call took).
+            driver = self.conn.connection.driver_connection
+            assert isinstance(driver, psycopg.Connection)
             with translated():
-                return self.conn.execute(job_batch.CALL_SQLALCHEMY, {"items": body}).scalar_one()
+                row = driver.execute(job_batch.CALL, (body,)).fetchone()
+            assert row is not None
+            return row[0]
 
         return job_batch.run(items, now(), call)
 
