@@ -154,6 +154,31 @@ def test_a_lease_belongs_to_one_attempt(any_store: Store) -> None:
         tx.lock("quota", "acme", "a.x")
 
 
+def test_leases_renewed_together_each_answer_for_its_own_attempt(any_store: Store) -> None:
+    """A worker renews the leases of its running tools in one statement: each pair is
+    renewed only while the lease is that attempt's, and the answers keep the pairs' order."""
+    start = datetime.now(UTC)
+    mine, moved_on, gone = (fresh_job_stream() for _ in range(3))
+    for stream in (mine, moved_on, gone):
+        any_store.append(stream, [accepted(), started(lease_s=-5.0)], NO_STREAM)
+    a, b, c = (job_id_of(s) for s in (mine, moved_on, gone))
+    unknown = str(uuid.uuid4())
+    with any_store.transaction() as tx:
+        for job in (a, b, c):
+            tx.start_lease(job, 1, "w-1", start - timedelta(seconds=5))  # lapsed already
+        tx.start_lease(b, 2, "w-2", start - timedelta(seconds=5))  # a later attempt's now
+        tx.drop_lease(c, 1)
+    later = start + timedelta(seconds=60)
+    with any_store.transaction() as tx:
+        held = [(a, 1), (b, 1), (c, 1), (unknown, 1), (a, 1), (b, 2)]
+        assert tx.renew_leases(held, later) == [True, False, False, False, True, True]
+        assert tx.renew_leases([], later) == []
+    with any_store.reading() as reads:
+        overdue = {o.view.job_id for o in reads.overdue_jobs(start + timedelta(seconds=1), start)}
+    assert a not in overdue and b not in overdue  # both renewed past the moment asked about
+    assert c in overdue  # no lease left to renew: the reconciler judges it
+
+
 def test_brakes_active_released_and_the_jobs_they_hold(any_store: Store) -> None:
     a_job(any_store, "acme", "mail.send")
     a_job(any_store, "beta", "mail.send")

@@ -259,9 +259,15 @@ class Writes(Reads):
     def start_lease(self, job_id: str, attempt: int, worker: str, expires_at: datetime) -> None:
         """The job's lease for this attempt (an earlier attempt's lease is replaced)."""
 
-    @abstractmethod
     def renew_lease(self, job_id: str, attempt: int, expires_at: datetime) -> bool:
         """Push the lease forward; False when the lease is no longer this attempt's."""
+        return self.renew_leases([(job_id, attempt)], expires_at)[0]
+
+    @abstractmethod
+    def renew_leases(self, held: Sequence[tuple[str, int]], expires_at: datetime) -> list[bool]:
+        """Push forward the leases of these (job id, attempt) pairs, in one statement where
+        the store has statements; for each pair, in order, False when the job's lease is no
+        longer that attempt's."""
 
     @abstractmethod
     def drop_lease(self, job_id: str, attempt: int) -> None:

@@ -147,7 +147,10 @@ class MemoryWrites(MemoryReads, Writes):
     def start_lease(self, job_id: str, attempt: int, worker: str, expires_at: datetime) -> None:
         self._put(self.state.leases, job_id, Lease(attempt, worker, expires_at))
 
-    def renew_lease(self, job_id: str, attempt: int, expires_at: datetime) -> bool:
+    def renew_leases(self, held: Sequence[tuple[str, int]], expires_at: datetime) -> list[bool]:
+        return [self._renew(job_id, attempt, expires_at) for job_id, attempt in held]
+
+    def _renew(self, job_id: str, attempt: int, expires_at: datetime) -> bool:
         lease = self.state.leases.get(job_id)
         if lease is None or lease.attempt != attempt:
             return False

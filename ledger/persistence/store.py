@@ -16,7 +16,17 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import psycopg
-from sqlalchemy import Connection, Engine, bindparam, delete, insert, select, text, update
+from sqlalchemy import (
+    Connection,
+    Engine,
+    bindparam,
+    delete,
+    insert,
+    select,
+    text,
+    tuple_,
+    update,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 
 from ledger.chain import link_rows, seal
@@ -62,8 +72,9 @@ _LAST_LEDGER_HASH = select(events.c.ledger_hash).order_by(events.c.position.desc
 _LOCK = text("SELECT pg_advisory_xact_lock(:k)")
 _RENEW = (
     update(leases)
-    .where(leases.c.job_id == bindparam("_job"), leases.c.attempt == bindparam("_attempt"))
+    .where(tuple_(leases.c.job_id, leases.c.attempt).in_(bindparam("held", expanding=True)))
     .values(expires_at=bindparam("expires_at"))
+    .returning(leases.c.job_id, leases.c.attempt)
 )
 _DROP = delete(leases).where(
     leases.c.job_id == bindparam("job_id"), leases.c.attempt == bindparam("attempt")
@@ -163,11 +174,13 @@ class SqlWrites(SqlReads, Writes):
         values = {"job_id": job_id, "attempt": attempt, "worker": worker, "expires_at": expires_at}
         self.conn.execute(self._lease_upsert, values)
 
-    def renew_lease(self, job_id: str, attempt: int, expires_at: datetime) -> bool:
-        result = self.conn.execute(
-            _RENEW, {"_job": job_id, "_attempt": attempt, "expires_at": expires_at}
-        )
-        return bool(result.rowcount)
+    def renew_leases(self, held: Sequence[tuple[str, int]], expires_at: datetime) -> list[bool]:
+        if not held:
+            return []
+        pairs = list(dict.fromkeys(held))
+        result = self.conn.execute(_RENEW, {"held": pairs, "expires_at": expires_at})
+        renewed = {(row.job_id, row.attempt) for row in result}
+        return [pair in renewed for pair in held]
 
     def drop_lease(self, job_id: str, attempt: int) -> None:
         self.conn.execute(_DROP, {"job_id": job_id, "attempt": attempt})

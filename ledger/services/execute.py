@@ -45,7 +45,7 @@ from ledger.services.work import (
     brakes_holding,
     claim_many,
     record_outcome,
-    renew_lease,
+    renew_leases,
 )
 from ledger.telemetry import telemetry
 from ledger.tool_loop import SHARED, ToolLoop
@@ -85,6 +85,11 @@ class Executor:
         # Claims from this process's task threads share one transaction per group.
         self.claims: GroupCommit[ClaimRequest, Claim] = GroupCommit(
             lambda requests: claim_many(ledger, requests)
+        )
+        # Lease renewals of the tools running in this process: jobs claimed together beat
+        # together, and what gathers while one renewal is written goes in the next statement.
+        self.renewals: GroupCommit[tuple[str, int], bool] = GroupCommit(
+            lambda held: renew_leases(ledger, held, self.lease_s)
         )
 
     def execute(self, job_id: str) -> Execution:
@@ -216,7 +221,7 @@ class Executor:
 
     def _heartbeat(self, job_id: str, attempt: int) -> None:
         try:
-            renewed = renew_lease(self.ledger, job_id, attempt, self.lease_s)
+            renewed = self.renewals.submit((job_id, attempt))
         except LedgerError as exc:  # the lease lapses; the reconciler will judge
             telemetry().lease_renewal_failed()
             log.warning("lease renewal for job %s failed: %s", job_id, exc)

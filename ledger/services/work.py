@@ -129,10 +129,11 @@ def _claimed(append: JobAppend, done: JobAppended) -> Claim:
     return Claim(ClaimResult.CLAIMED, "claimed", done.job)
 
 
-def renew_lease(ledger: Ledger, job_id: str, attempt: int, lease_s: float) -> bool:
-    """Push the lease forward; False when the lease is no longer this attempt's."""
+def renew_leases(ledger: Ledger, held: Sequence[tuple[str, int]], lease_s: float) -> list[bool]:
+    """Push the leases of these (job id, attempt) pairs forward, in one transaction and one
+    statement; for each, False when the lease is no longer that attempt's."""
     with ledger.store.transaction() as tx:
-        return tx.renew_lease(job_id, attempt, now() + timedelta(seconds=lease_s))
+        return tx.renew_leases(held, now() + timedelta(seconds=lease_s))
 
 
 def brakes_holding(ledger: Ledger, tool: str, account: str) -> list[BrakeView]:
