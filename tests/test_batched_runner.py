@@ -11,13 +11,16 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from pydantic import BaseModel
 
+from ledger.batching import DaemonThreads
 from ledger.decisions import Caller, JobRequest
 from ledger.errors import StorageUnavailableError
+from ledger.events import job_stream
 from ledger.outcomes import Succeeded
 from ledger.services import brakes
 from ledger.services.execute import Executor
@@ -25,6 +28,7 @@ from ledger.services.ledger import Ledger
 from ledger.services.submit import submit
 from ledger.services.work import Claim
 from ledger.tools import ToolContext, tool
+from ledger.watchdog import Watchdog
 from tests.factories import get_job
 from workers.batched import BatchedRunner, Delivery
 
@@ -280,15 +284,14 @@ class HeldRecordExecutor(CountingExecutor):
         super().__init__(ledger)
         self.record = threading.Event()
 
-    def finish(
-        self, job_id: str, claimed: Claim, tool_done: Callable[[], None] | None = None
-    ) -> Any:
+    def start(
+        self, claimed: Claim, tool_done: Callable[[], None], settled: Callable[[Any], None]
+    ) -> bool:
         def then_hold() -> None:
-            if tool_done is not None:
-                tool_done()
+            tool_done()
             self.record.wait(WAIT_S)
 
-        return super().finish(job_id, claimed, then_hold)
+        return super().start(claimed, then_hold, settled)
 
 
 def test_a_slot_is_free_once_its_tool_returns_while_its_outcome_is_recorded(
@@ -311,4 +314,71 @@ def test_a_slot_is_free_once_its_tool_returns_while_its_outcome_is_recorded(
     executor.record.set()
     _wait(lambda: len(acks.jobs()) == 2, "both acked")
     assert all(terminal for _, terminal in acks.acked)  # each acked after its outcome
+    assert runner.stop(WAIT_S)
+
+
+LATE_GATE = threading.Event()
+
+
+@tool("batched.overdue", timeout_s=0.3, max_attempts=1)
+def overdue(args: Nothing, ctx: ToolContext) -> Succeeded:
+    LATE_GATE.wait(WAIT_S)  # outlives its deadline, then returns a success nobody records
+    with _LOCK:
+        RAN.append(ctx.job_id)
+    return Succeeded()
+
+
+@tool("batched.long")
+def long_running(args: Nothing, ctx: ToolContext) -> Succeeded:
+    GATE.wait(WAIT_S)
+    return Succeeded()
+
+
+def test_a_tool_past_its_deadline_is_settled_on_time_and_its_late_return_dropped(
+    memory_ledger: Ledger,
+) -> None:
+    LATE_GATE.clear()
+    runner = _runner(CountingExecutor(memory_ledger), slots=1)
+    acks = Acks(memory_ledger)
+    late, after = (
+        submit(memory_ledger, AGENT, JobRequest(tool=name, args={})).view.job_id
+        for name in ("batched.overdue", "batched.gated")
+    )
+    runner.deliver(acks.delivery(late))
+    runner.deliver(acks.delivery(after))
+    GATE.set()
+    try:
+        # The deadline settles the job while its tool still runs: recorded, acked, and the
+        # slot goes to the next job.
+        _wait(lambda: len(acks.jobs()) == 2, "both acked, the overdue tool still running")
+        assert [after] == RAN
+        view = get_job(memory_ledger, late)
+        assert view.status.value == "failed" and view.error is not None
+        assert view.error.code.value == "DEADLINE_EXCEEDED"
+    finally:
+        LATE_GATE.set()
+    _wait(lambda: late in RAN, "the overdue tool to return")
+    assert runner.stop(WAIT_S)
+    types = [e.type for e in memory_ledger.store.read_stream(job_stream(late))]
+    assert types[-1] == "work.failed" and types.count("work.failed") == 1  # nothing after it
+    assert get_job(memory_ledger, late).status.value == "failed"
+
+
+def test_the_watchdog_renews_the_lease_of_a_tool_nobody_waits_on(memory_ledger: Ledger) -> None:
+    executor = CountingExecutor(memory_ledger)
+    executor.lease_s = 0.3  # renewed every 0.1 s
+    executor._watchdog = Watchdog(0.1, executor._heartbeat, DaemonThreads())
+    flushes = executor.renewals.flushes
+    runner = _runner(executor, slots=1)
+    acks = Acks(memory_ledger)
+    job = submit(memory_ledger, AGENT, JobRequest(tool="batched.long", args={})).view.job_id
+    runner.deliver(acks.delivery(job))
+    _wait(lambda: executor.renewals.flushes >= flushes + 3, "three renewals")
+    with memory_ledger.store.reading() as reads:
+        late = datetime.now(UTC) + timedelta(seconds=0.05)
+        assert job not in {o.view.job_id for o in reads.overdue_jobs(late, late)}
+    GATE.set()
+    _wait(lambda: len(acks.jobs()) == 1, "the job acked")
+    assert get_job(memory_ledger, job).status.value == "succeeded"
+    assert not executor._watchdog._watched  # a settled job is watched (and renewed) no more
     assert runner.stop(WAIT_S)

@@ -33,7 +33,7 @@ from celery.worker.strategy import default as celery_strategy
 
 from ledger.batching import DaemonThreads
 from ledger.errors import OutcomeUnrecordedError, StorageUnavailableError
-from ledger.services.execute import Executor
+from ledger.services.execute import Execution, Executor
 from ledger.services.work import Claim, ClaimResult
 from workers.app import EXECUTE_TASK
 
@@ -153,11 +153,16 @@ class BatchedRunner:
             if claims is None:  # stopping while the ledger was down: nothing was claimed,
                 self._release(batch, ack=False)  # so the broker keeps the messages
                 continue
+            executor = self._executor()
             for delivery, claim in zip(batch, claims, strict=True):
-                if claim is not None and claim.result is ClaimResult.CLAIMED:
-                    self._jobs.run(functools.partial(self._finish, delivery, claim))
-                else:
+                if claim is None or claim.result is not ClaimResult.CLAIMED:
                     self._finish(delivery, claim)
+                elif not executor.start(
+                    claim,
+                    functools.partial(self._free_slot, delivery),
+                    functools.partial(self._settled, delivery, claim),
+                ):  # an `async def` tool, or none: a thread waits on it
+                    self._jobs.run(functools.partial(self._finish, delivery, claim))
 
     def _take(self) -> list[Delivery] | None:
         with self._cond:
@@ -214,22 +219,35 @@ class BatchedRunner:
             return None
 
     def _finish(self, delivery: Delivery, claim: Claim | None) -> None:
+        if claim is None:
+            self._release([delivery])
+            return
         try:
-            if claim is not None:
-                tool_done = functools.partial(self._free_slot, delivery)
-                result = self._executor().finish(delivery.job_id, claim, tool_done)
+            tool_done = functools.partial(self._free_slot, delivery)
+            result: Execution | Exception = self._executor().finish(
+                delivery.job_id, claim, tool_done
+            )
+        except Exception as exc:
+            result = exc
+        self._settled(delivery, claim, result)
+
+    def _settled(self, delivery: Delivery, claim: Claim, result: Execution | Exception) -> None:
+        """The job is settled (its outcome recorded, or why not logged): the message goes."""
+        try:
+            if isinstance(result, OutcomeUnrecordedError):
+                log.error("%s", result)  # the lease lapses; the reconciler records what is known
+            elif isinstance(result, Exception):
+                log.error("job %s: execution failed", delivery.job_id, exc_info=result)
+            else:
                 log.info(
                     "job %s: %s %s", delivery.job_id, result.claim.value, result.event_type or ""
                 )
-        except OutcomeUnrecordedError as exc:
-            log.error("%s", exc)  # the lease lapses; the reconciler records what is known
-        except Exception:
-            log.exception("job %s: execution failed", delivery.job_id)
-        else:
-            if claim is not None and log.isEnabledFor(logging.INFO):
-                # Celery's own line for a handled task, which operators' log searches expect.
-                took = time.time() - (delivery.time_start or time.time())
-                log.info("Task %s[%s] succeeded in %.6fs: None", EXECUTE_TASK, delivery.id, took)
+                if log.isEnabledFor(logging.INFO):
+                    # Celery's own line for a handled task, which operators' log searches expect.
+                    took = time.time() - (delivery.time_start or time.time())
+                    log.info(
+                        "Task %s[%s] succeeded in %.6fs: None", EXECUTE_TASK, delivery.id, took
+                    )
         finally:
             self._release([delivery])
 

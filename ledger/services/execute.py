@@ -50,12 +50,20 @@ from ledger.services.work import (
 from ledger.telemetry import telemetry
 from ledger.tool_loop import SHARED, ToolLoop
 from ledger.tools import ToolContext, ToolSpec, get_tool
+from ledger.watchdog import Watchdog
 
 log = logging.getLogger(__name__)
 
 # How long a worker keeps retrying the outcome write (same event id) through a database
 # outage before it gives up and leaves the job to the reconciler.
 OUTCOME_WRITE_BUDGET_S = 600.0
+
+
+ToolCall = Callable[[ToolSpec, BaseModel, ToolContext, JobView], Any]
+
+
+class _Superseded(BaseException):  # not an error: a tool that returned too late
+    """Raised past the tool (never into it) when its deadline already settled the job."""
 
 
 @dataclass(frozen=True)
@@ -81,6 +89,7 @@ class Executor:
         self.dispatcher = dispatcher  # None: retries wait for the reconciler to dispatch them
         self.lease_s = lease_s
         self._threads = DaemonThreads("tool")
+        self._watchdog = Watchdog(lease_s / 3, self._heartbeat, self._threads)
         self._loop = loop  # runs the async tools (see ledger/tool_loop.py for why one loop)
         # Claims from this process's task threads share one transaction per group.
         self.claims: GroupCommit[ClaimRequest, Claim] = GroupCommit(
@@ -109,18 +118,80 @@ class Executor:
         """After the claim: run the tool when it was claimed, record its one outcome.
         `tool_done` is called once the tool has returned (or been given up on at its
         deadline), before its outcome is recorded: the tool's slot is free from then on."""
+        view = self._claimed_view(claimed)
+        if view is None:
+            return Execution(job_id, claimed.result)
+        spec = get_tool(view.tool)
+        payload = self._run(spec, view, self._call_with_deadline) if spec else _missing_tool(view)
+        if tool_done is not None:
+            tool_done()
+        return self._record(view, payload)
+
+    def start(
+        self,
+        claimed: Claim,
+        tool_done: Callable[[], None],
+        settled: Callable[[Execution | Exception], None],
+    ) -> bool:
+        """`finish` without a thread waiting on the tool, for a claimed `def` tool: the tool
+        runs on a kept thread, which then records its outcome; the watchdog renews the lease
+        meanwhile and, past the deadline, records the deadline's failure instead (the late
+        return is dropped). `settled` gets what `finish` would return, or raise. False: not
+        such a job (nothing was done; call `finish`)."""
+        view = claimed.view if claimed.result is ClaimResult.CLAIMED else None
+        spec = get_tool(view.tool) if view is not None else None
+        if view is None or spec is None or spec.is_async:
+            return False
+        self._queue_waited(view)
+
+        def conclude(payload: Payload) -> None:
+            tool_done()
+            try:
+                done = self._record(view, payload)
+            except Exception as exc:  # the caller logs it and lets the message go
+                settled(exc)
+            else:
+                settled(done)
+
+        def on_deadline() -> None:
+            conclude(failure_event(DeadlineExceeded(spec.timeout_s), self._attempt(spec, view)))
+
+        def watched(spec: ToolSpec, args: BaseModel, ctx: ToolContext, view: JobView) -> Any:
+            watch = self._watchdog.watch(view.job_id, view.attempts, spec.timeout_s, on_deadline)
+            try:
+                value = spec.func(args, ctx)
+            finally:
+                if not self._watchdog.settle(watch):
+                    raise _Superseded()  # the deadline has settled this job
+            return value
+
+        def body() -> None:
+            try:
+                payload = self._run(spec, view, watched)
+            except _Superseded:
+                return
+            conclude(payload)
+
+        self._threads.run(body)
+        return True
+
+    def _claimed_view(self, claimed: Claim) -> JobView | None:
+        """The view to run, once the claim's own outcome (a halt) is observed."""
         if claimed.result is ClaimResult.HALTED and claimed.view is not None:
             self._observe_halt(claimed.view)
         if claimed.result is not ClaimResult.CLAIMED:
-            return Execution(job_id, claimed.result)
+            return None
         assert claimed.view is not None
-        view = claimed.view
+        self._queue_waited(claimed.view)
+        return claimed.view
+
+    @staticmethod
+    def _queue_waited(view: JobView) -> None:
         if view.attempts == 1:  # the first start: how long the job waited in the queue
             telemetry().queue_waited((view.updated_at - view.created_at).total_seconds())
-        spec = get_tool(view.tool)
-        payload = self._run(spec, view) if spec else _missing_tool(view)
-        if tool_done is not None:
-            tool_done()
+
+    def _record(self, view: JobView, payload: Payload) -> Execution:
+        job_id = view.job_id
         event = NewEvent(payload=payload, actor=self.worker_id)
         try:
             recorded = record_outcome(self.ledger, view, event, retry_for_s=OUTCOME_WRITE_BUDGET_S)
@@ -133,7 +204,7 @@ class Executor:
         if isinstance(payload, WorkRetryScheduled) and not recorded.late:
             retry = max(0.0, (payload.due_at - datetime.now(UTC)).total_seconds())
             self._dispatch_retry(job_id, retry)
-        return Execution(job_id, claimed.result, payload.type, recorded.late, retry)
+        return Execution(job_id, ClaimResult.CLAIMED, payload.type, recorded.late, retry)
 
     def _observe_outcome(self, view: JobView, payload: Payload, late: bool) -> None:
         event_log.outcome(view, payload, self.worker_id, late)
@@ -148,7 +219,7 @@ class Executor:
         if halted is not None:
             self._observe_outcome(view, halted, late=False)
 
-    def _run(self, spec: ToolSpec, view: JobView) -> Payload:
+    def _run(self, spec: ToolSpec, view: JobView, call: ToolCall) -> Payload:
         attempt = view.attempts
         try:
             # Checked again here, not only at submit: a worker of another release may read
@@ -164,7 +235,7 @@ class Executor:
             checkpoint=lambda: self._checkpoint(view),
         )
         try:
-            value = _not_awaitable(self._call_with_deadline(spec, args, ctx, view))
+            value = _not_awaitable(call(spec, args, ctx, view))
         except BrakeEngaged as exc:
             # A tool may raise its own BrakeEngaged: its text is scrubbed like any other.
             error = scrubbed_error(exc.error, known_secrets(view.args))
