@@ -382,3 +382,38 @@ def test_the_watchdog_renews_the_lease_of_a_tool_nobody_waits_on(memory_ledger: 
     assert get_job(memory_ledger, job).status.value == "succeeded"
     assert not executor._watchdog._watched  # a settled job is watched (and renewed) no more
     assert runner.stop(WAIT_S)
+
+
+def test_a_claim_waits_for_running_tools_to_return_when_more_is_waiting(
+    memory_ledger: Ledger,
+) -> None:
+    """With a backlog, a claim takes the slots of every tool returning about then, not only
+    the first one's: the runner waits (here up to 10 s; 5 ms in a worker) for room."""
+    executor = CountingExecutor(memory_ledger)
+    runner = BatchedRunner(lambda: executor, 4, gather_s=10.0)
+    acks = Acks(memory_ledger)
+    first, backlog = _submit(memory_ledger, 4), _submit(memory_ledger, 4)
+    for job_id in first:
+        runner.deliver(acks.delivery(job_id))
+    _wait(lambda: len(RUNNING) == 4, "four tools running")
+    for job_id in backlog:
+        runner.deliver(acks.delivery(job_id))
+    GATE.set()  # the four return one after another
+    _wait(lambda: len(acks.jobs()) == 8, "every message acked")
+    assert executor.batches == [4, 4]  # not [4, 1, 3] or the like
+    assert runner.stop(WAIT_S)
+
+
+def test_with_room_enough_a_claim_does_not_wait(memory_ledger: Ledger) -> None:
+    executor = CountingExecutor(memory_ledger)
+    runner = BatchedRunner(lambda: executor, 4, gather_s=60.0)
+    acks = Acks(memory_ledger)
+    running, more = _submit(memory_ledger, 2)
+    runner.deliver(acks.delivery(running))
+    _wait(lambda: running in RUNNING, "the first tool running")
+    runner.deliver(acks.delivery(more))  # three slots free for one delivery: no reason to wait
+    _wait(lambda: more in RUNNING, "the second tool running beside the first")
+    GATE.set()
+    _wait(lambda: len(acks.jobs()) == 2, "both acked")
+    assert executor.batches == [1, 1]
+    assert runner.stop(WAIT_S)

@@ -40,6 +40,10 @@ from workers.app import EXECUTE_TASK
 log = logging.getLogger(__name__)
 
 MAX_BACKOFF_S = 30.0  # between claim attempts while the ledger is unavailable
+# How long a claim waits for running tools to return when more deliveries wait than there is
+# room for: a claim costs about the same for one job as for sixteen, and without the wait the
+# claims thread took only the slots of the tools that had just returned, about half of them.
+GATHER_S = 0.005
 
 
 class Delivery:
@@ -93,10 +97,13 @@ class BatchedRunner:
     taken and not yet acked is bounded by the consumer's prefetch (the broker's unacked limit).
     """
 
-    def __init__(self, executor: Callable[[], Executor], slots: int) -> None:
+    def __init__(
+        self, executor: Callable[[], Executor], slots: int, gather_s: float = GATHER_S
+    ) -> None:
         self._make_executor = executor  # called once, in the worker process, at the first claim
         self._made: Executor | None = None
         self._slots = max(1, slots)
+        self._gather_s = gather_s
         self._cond = threading.Condition()
         self._inbox: deque[Delivery] = deque()
         self._busy = 0  # deliveries taken from the inbox and not yet acked
@@ -168,6 +175,10 @@ class BatchedRunner:
         with self._cond:
             while not self._stopping and not (self._inbox and self._running < self._slots):
                 self._cond.wait()
+            if self._running and len(self._inbox) > self._slots - self._running:
+                # More waits than there is room for, and tools are running: let them return
+                # for a moment, so that this claim takes a fuller batch.
+                self._cond.wait_for(self._room_for_the_inbox, timeout=self._gather_s)
             if self._stopping:
                 return None
             room = min(self._slots - self._running, len(self._inbox))
@@ -177,6 +188,11 @@ class BatchedRunner:
             for delivery in batch:
                 delivery.holds_slot = True
             return batch
+
+    def _room_for_the_inbox(self) -> bool:
+        """Every slot is free, or enough of them for what waits (or we stop)."""
+        room = self._slots - self._running
+        return self._stopping or room == self._slots or len(self._inbox) <= room
 
     def _claim(self, batch: list[Delivery]) -> list[Claim | None] | None:
         """The batch's claims, in order; None for a delivery whose claim failed (logged; its
