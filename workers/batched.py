@@ -167,7 +167,7 @@ class BatchedRunner:
                 elif not executor.start(
                     claim,
                     functools.partial(self._free_slot, delivery),
-                    functools.partial(self._settled, delivery, claim),
+                    functools.partial(self._settled, delivery),
                 ):  # an `async def` tool, or none: a thread waits on it
                     self._jobs.run(functools.partial(self._finish, delivery, claim))
 
@@ -245,9 +245,9 @@ class BatchedRunner:
             )
         except Exception as exc:
             result = exc
-        self._settled(delivery, claim, result)
+        self._settled(delivery, result)
 
-    def _settled(self, delivery: Delivery, claim: Claim, result: Execution | Exception) -> None:
+    def _settled(self, delivery: Delivery, result: Execution | Exception) -> None:
         """The job is settled (its outcome recorded, or why not logged): the message goes."""
         try:
             if isinstance(result, OutcomeUnrecordedError):
@@ -269,10 +269,16 @@ class BatchedRunner:
 
     def _free_slot(self, delivery: Delivery) -> None:
         with self._cond:
-            if delivery.holds_slot:
-                delivery.holds_slot = False
-                self._running -= 1
+            if self._unhold(delivery):
                 self._cond.notify_all()
+
+    def _unhold(self, delivery: Delivery) -> bool:
+        """Give back the delivery's slot if it still holds one (called holding `_cond`)."""
+        if not delivery.holds_slot:
+            return False
+        delivery.holds_slot = False
+        self._running -= 1
+        return True
 
     def _release(self, deliveries: list[Delivery], ack: bool = True) -> None:
         with self._cond:
@@ -283,9 +289,7 @@ class BatchedRunner:
             state.task_ready(delivery)
         with self._cond:
             for delivery in deliveries:
-                if delivery.holds_slot:
-                    delivery.holds_slot = False
-                    self._running -= 1
+                self._unhold(delivery)
             self._busy -= len(deliveries)
             self._cond.notify_all()
 

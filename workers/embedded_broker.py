@@ -35,10 +35,8 @@ class Channel(filesystem.Channel):
     def _put(self, queue: Any, payload: Any, **kwargs: Any) -> Any:  # type: ignore[override]
         name = f"{round(monotonic() * 1000)}_{uuid.uuid4()}.{queue}.msg"
         final = os.path.join(self.data_folder_out, name)
-        partial = f"{final}.part"  # "<…>.<queue>.msg.part": no consumer's suffix
-        with open(partial, "wb") as out:
-            out.write(orjson.dumps(payload))
-        os.replace(partial, final)  # atomic: consumers see the whole message or none
+        # "<…>.<queue>.msg.part": no consumer's suffix
+        _write_whole(final, f"{final}.part", orjson.dumps(payload))
 
     def queue_bind(self, *args: Any, **kwargs: Any) -> None:
         with _BINDING:
@@ -61,12 +59,17 @@ class Channel(filesystem.Channel):
                 table = list(self.get_table(exchange))
                 if entry in table:
                     return
-                partial = f"{file}.{uuid.uuid4().hex}.part"
-                with open(partial, "wb") as out:
-                    out.write(orjson.dumps([list(e) for e in (entry, *table)]))
-                os.replace(partial, file)
+                rows = orjson.dumps([list(e) for e in (entry, *table)])
+                _write_whole(str(file), f"{file}.{uuid.uuid4().hex}.part", rows)
         except OSError as exc:
             raise ChannelError(f"cannot bind {queue!r} to {exchange!r}: {exc}") from exc
+
+
+def _write_whole(final: str, partial: str, data: bytes) -> None:
+    """Write under `partial`, then rename to `final`: readers see all of it or none."""
+    with open(partial, "wb") as out:
+        out.write(data)
+    os.replace(partial, final)
 
 
 class Transport(filesystem.Transport):

@@ -81,6 +81,16 @@ _DROP = delete(leases).where(
 )
 
 
+def _call_batch(conn: Any, body: str) -> Any:
+    """One `outcomes_append_jobs` call on a psycopg connection (a prepared statement): the
+    server's answer."""
+    assert isinstance(conn, psycopg.Connection)
+    with translated():
+        row = conn.execute(job_batch.CALL, (body,)).fetchone()
+    assert row is not None
+    return row[0]
+
+
 def _lease_upsert(dialect: str) -> Any:
     """INSERT … ON CONFLICT (job_id) DO UPDATE: a new attempt replaces a lingering lease."""
     builder = postgresql.insert if dialect == "postgresql" else sqlite.insert
@@ -144,17 +154,10 @@ class SqlWrites(SqlReads, Writes):
         if not self._postgres or not all(job_batch.fast(item) for item in items):
             return super().append_jobs(items)
 
-        def call(body: str) -> Any:
-            # On the transaction's own psycopg connection (prepared; SQLAlchemy's statement
-            # work would be client time spent holding the append lock, which the call took).
-            driver = self.conn.connection.driver_connection
-            assert isinstance(driver, psycopg.Connection)
-            with translated():
-                row = driver.execute(job_batch.CALL, (body,)).fetchone()
-            assert row is not None
-            return row[0]
-
-        return job_batch.run(items, now(), call)
+        # On the transaction's own psycopg connection: SQLAlchemy's statement work would be
+        # client time spent holding the append lock, which the call took.
+        driver = self.conn.connection.driver_connection
+        return job_batch.run(items, now(), lambda body: _call_batch(driver, body))
 
     @contextmanager
     def isolated(self) -> Iterator[None]:
@@ -275,15 +278,14 @@ class SqlStore(Store):
             try:
                 with translated():
                     conn.autocommit = True
-                    row = conn.execute(job_batch.CALL, (body,)).fetchone()
+                    answer = _call_batch(conn, body)
                     conn.autocommit = False  # as the pool lends it to SQLAlchemy
             except BaseException:
                 pooled.invalidate()  # in whatever state the failure left it: never again
                 raise
         finally:
             pooled.close()
-        assert row is not None
-        return row[0]
+        return answer
 
     def request_key(self) -> bytes:
         query = select(ledger_meta.c.value).where(ledger_meta.c.key == REQUEST_KEY)
