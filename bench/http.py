@@ -12,8 +12,15 @@ Run:  .venv/bin/python -m bench.http [--n 1000] [--clients 16] [--rounds 3] [--j
                sent by as many threads, one `celery worker` (threads pool, same size); done
                when every task has run (a counter file).
 
-The report gives each side's jobs/s over the same `--n`, the median of `--rounds`, and the
-ratio. Goal: ours >= 0.4x bare Celery. Speed is measured here, not asserted: the script prints
+- fastapi_celery the HTTP peer (bench/http_peer.py): FastAPI on uvicorn sending the same task
+               to a `celery worker` like bare_celery's, with Celery's Redis result backend; the
+               same clients POST /jobs and long-poll GET /jobs/{id}?wait=30 until the result is
+               in Redis. No ledger: what any HTTP service reporting each job's end must pay
+               (two requests per job, a result stored and read back), on the same machine.
+
+The report gives each variant's jobs/s over the same `--n`, the median of `--rounds`, and the
+ratios. Goal: ours >= 0.4x bare Celery. Ours beside the HTTP peer says how much of the gap the
+HTTP round trips themselves cost here. Speed is measured here, not asserted: the script prints
 whether the goal was met and exits 0 either way.
 """
 
@@ -30,14 +37,21 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from pathlib import Path
 
 import httpx
 
 from bench._common import migrate, render_table, scratch_database, sql_store, sqlalchemy_url
 from bench.poll import free_port
-from bench.throughput_tasks import BROKER_ENV, COUNTER_ENV, NOOP_TASK, QUEUE_ENV, make_app
+from bench.throughput_tasks import (
+    BACKEND_ENV,
+    BROKER_ENV,
+    COUNTER_ENV,
+    NOOP_TASK,
+    QUEUE_ENV,
+    make_app,
+)
 from bench.throughput_tools import NOOP_TOOL
 from bench.throughput_workers import (
     REPO,
@@ -52,7 +66,9 @@ from ledger.services import tokens
 from ledger.services.ledger import Ledger
 
 GOAL = 0.4
+OURS, BARE, PEER = "ours", "bare_celery", "fastapi_celery"
 BROKER = os.environ.get("OUTCOMES_BENCH_BROKER_URL", "amqp://guest:guest@127.0.0.1:5672//")
+REDIS = os.environ.get("OUTCOMES_BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
 TOOLS = "bench.throughput_tools"
 POOL = Pool("threads", 16, "WARNING")
 
@@ -80,10 +96,11 @@ def in_threads(n: int, threads: int, one: Callable[[int], None]) -> float:
 
 
 @contextmanager
-def api_server(env: dict[str, str], logs: Path) -> Iterator[str]:
+def http_server(name: str, argv: list[str], env: dict[str, str], logs: Path) -> Iterator[str]:
+    """Run `argv --port P` (a uvicorn server) until it answers /readyz; yield its base URL."""
     port = free_port()
-    argv = [str(Path(sys.executable).parent / "outcomes"), "serve", "--api-only"]
-    with open(logs / "api.log", "wb") as log:
+    log_path = logs / f"{name}.log"
+    with open(log_path, "wb") as log:
         child = subprocess.Popen(
             [*argv, "--port", str(port)],
             cwd=REPO,
@@ -102,7 +119,7 @@ def api_server(env: dict[str, str], logs: Path) -> Iterator[str]:
             except httpx.HTTPError:
                 pass
             if child.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the API did not start: {(logs / 'api.log').read_text()}")
+                raise RuntimeError(f"{name} did not start: {log_path.read_text()}")
             time.sleep(0.05)  # polling the server's own readiness endpoint
         yield base
     finally:
@@ -110,24 +127,48 @@ def api_server(env: dict[str, str], logs: Path) -> Iterator[str]:
         child.wait(timeout=15)
 
 
-def ours_round(base: str, token: str, n: int, clients: int) -> float:
+def api_server(env: dict[str, str], logs: Path) -> AbstractContextManager[str]:
+    """`outcomes serve --api-only`: ours."""
+    argv = [str(Path(sys.executable).parent / "outcomes"), "serve", "--api-only"]
+    return http_server("api", argv, env, logs)
+
+
+def peer_server(env: dict[str, str], logs: Path) -> AbstractContextManager[str]:
+    """bench/http_peer.py under uvicorn: the HTTP peer."""
+    argv = [sys.executable, "-m", "uvicorn", "bench.http_peer:app", "--log-level", "warning"]
+    return http_server("peer", argv, env, logs)
+
+
+def follow_round(
+    base: str, headers: dict[str, str], path: str, n: int, clients: int, succeeded: str
+) -> float:
+    """Seconds for `clients` threads (one keep-alive connection each) to submit `n` no-op jobs
+    to `base + path`, each followed by long-polls until its envelope is terminal."""
     local = threading.local()
-    headers = {"Authorization": f"Bearer {token}"}
 
     def one(i: int) -> None:
         client = getattr(local, "client", None)
         if client is None:
             client = local.client = httpx.Client(base_url=base, headers=headers, timeout=60)
-        answer = client.post("/v1/jobs", json={"tool": NOOP_TOOL, "args": {"seq": i}})
+        answer = client.post(path, json={"tool": NOOP_TOOL, "args": {"seq": i}})
         if answer.status_code != 202:
             raise RuntimeError(f"submit: {answer.status_code} {answer.text}")
         poll = answer.json()["poll_url"]
         while not (envelope := client.get(poll, params={"wait": 30}).json())["terminal"]:
             pass
-        if envelope["status"] != "succeeded":
+        if envelope["status"] != succeeded:
             raise RuntimeError(f"job {envelope['job_id']}: {envelope['status']}")
 
     return in_threads(n, clients, one)
+
+
+def ours_round(base: str, token: str, n: int, clients: int) -> float:
+    headers = {"Authorization": f"Bearer {token}"}
+    return follow_round(base, headers, "/v1/jobs", n, clients, "succeeded")
+
+
+def peer_round(base: str, n: int, clients: int) -> float:
+    return follow_round(base, {}, "/jobs", n, clients, "success")
 
 
 def bare_round(queue: str, counter: Path, n: int, clients: int) -> float:
@@ -151,8 +192,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print one JSON line, no table")
     options = parser.parse_args(argv)
     run = uuid.uuid4().hex[:8]
-    queues = {"ours": f"bench-http-ours-{run}", "bare": f"bench-http-bare-{run}"}
-    seconds: dict[str, list[float]] = {"ours": [], "bare_celery": []}
+    queues = {name: f"bench-http-{name}-{run}" for name in ("ours", "bare", "peer")}
+    seconds: dict[str, list[float]] = {OURS: [], BARE: [], PEER: []}
     with ExitStack() as stack:
         stack.callback(delete_queues, BROKER, list(queues.values()))
         logs = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-http-")))
@@ -172,22 +213,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         bare_env = {BROKER_ENV: BROKER, QUEUE_ENV: queues["bare"], COUNTER_ENV: str(counter)}
         bare_argv = baseline_worker_argv(POOL, queues["bare"], f"bench-http-{run}")
         stack.enter_context(running_worker("bare", bare_argv, bare_env, logs))
-        ours_round(base, token, 50, options.clients)  # warm-up: the worker is ready
-        bare_round(queues["bare"], counter, 50, options.clients)
+        peer_env = {BROKER_ENV: BROKER, QUEUE_ENV: queues["peer"], BACKEND_ENV: REDIS}
+        peer_argv = baseline_worker_argv(POOL, queues["peer"], f"bench-http-peer-{run}")
+        stack.enter_context(running_worker("peer_worker", peer_argv, peer_env, logs))
+        peer = stack.enter_context(peer_server(peer_env, logs))
+        rounds: dict[str, Callable[[int], float]] = {
+            OURS: lambda n: ours_round(base, token, n, options.clients),
+            BARE: lambda n: bare_round(queues["bare"], counter, n, options.clients),
+            PEER: lambda n: peer_round(peer, n, options.clients),
+        }
+        for run_round in rounds.values():
+            run_round(50)  # warm-up: every worker and server is ready
+        names = list(rounds)
         for number in range(options.rounds):
-            order = ["ours", "bare_celery"] if number % 2 == 0 else ["bare_celery", "ours"]
-            for name in order:
-                if name == "ours":
-                    took = ours_round(base, token, options.n, options.clients)
-                else:
-                    took = bare_round(queues["bare"], counter, options.n, options.clients)
-                seconds[name].append(took)
+            # Each round a different variant goes first: drift hits them all alike.
+            for name in names[number % 3 :] + names[: number % 3]:
+                seconds[name].append(rounds[name](options.n))
     rates = {name: options.n / statistics.median(s) for name, s in seconds.items()}
-    ratio = rates["ours"] / rates["bare_celery"]
+    ratio = rates[OURS] / rates[BARE]
+    to_peer = rates[OURS] / rates[PEER]
     if options.json:
-        print(
-            json.dumps({"rates": rates, "ratio": ratio, "n": options.n, "clients": options.clients})
-        )
+        document = {
+            "rates": rates,
+            "ratio": ratio,
+            "ours_to_peer": to_peer,
+            "n": options.n,
+            "clients": options.clients,
+        }
+        print(json.dumps(document))
         return 0
     rows = [
         [name, f"{options.n / max(s):,.0f}", f"{rates[name]:,.0f}", f"{options.n / min(s):,.0f}"]
@@ -199,7 +252,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     print(render_table(["variant", "jobs/s min", "median", "max"], rows))
     verdict = "met" if ratio >= GOAL else "NOT met"
-    print(f"\nours / bare_celery: {ratio:.2f}x (goal >= {GOAL}x) -> {verdict}")
+    print(f"\nours / {BARE}: {ratio:.2f}x (goal >= {GOAL}x) -> {verdict}")
+    print(f"ours / {PEER} (the HTTP peer, no ledger): {to_peer:.2f}x")
+    print(f"{PEER} / {BARE}: {rates[PEER] / rates[BARE]:.2f}x (what HTTP alone costs here)")
     return 0
 
 
