@@ -418,3 +418,46 @@ def test_with_room_enough_a_claim_does_not_wait(memory_ledger: Ledger) -> None:
     _wait(lambda: len(acks.jobs()) == 2, "both acked")
     assert executor.batches == [1, 1]
     assert runner.stop(WAIT_S)
+
+
+def test_while_deliveries_keep_coming_a_claim_waits_for_a_few_more(
+    memory_ledger: Ledger,
+) -> None:
+    """One producer's jobs arrive one by one: right after a claim, the next waits (here up to
+    10 s; 5 ms in a worker) until there are enough deliveries for its room, so one claim
+    serves them instead of one claim each."""
+    executor = CountingExecutor(memory_ledger)
+    runner = BatchedRunner(lambda: executor, 4, linger_s=10.0)
+    acks = Acks(memory_ledger)
+    first, *rest = _submit(memory_ledger, 4)
+    runner.deliver(acks.delivery(first))  # nothing claimed before it: no reason to wait
+    _wait(lambda: first in RUNNING, "the first tool running")
+    second, *others = rest
+    runner.deliver(acks.delivery(second))  # three slots free: the claim waits for three
+    given = time.monotonic()  # time enough to claim it alone, were the runner not waiting
+    _wait(lambda: time.monotonic() - given > 0.2, "0.2 s for a claim of the second alone")
+    assert second not in RUNNING
+    for job_id in others:
+        runner.deliver(acks.delivery(job_id))
+    _wait(lambda: len(RUNNING) == 4, "four tools running")
+    assert executor.batches == [1, 3]
+    GATE.set()
+    _wait(lambda: len(acks.jobs()) == 4, "every message acked")
+    assert runner.stop(WAIT_S)
+
+
+def test_after_a_quiet_spell_a_lone_delivery_is_claimed_at_once(memory_ledger: Ledger) -> None:
+    executor = CountingExecutor(memory_ledger)
+    runner = BatchedRunner(lambda: executor, 4, linger_s=60.0, steady_s=0.05)
+    acks = Acks(memory_ledger)
+    first, second = _submit(memory_ledger, 2)
+    runner.deliver(acks.delivery(first))
+    _wait(lambda: first in RUNNING, "the first tool running")
+    quiet_from = time.monotonic()
+    _wait(lambda: time.monotonic() - quiet_from > 0.1, "a quiet spell longer than steady_s")
+    runner.deliver(acks.delivery(second))  # were it to linger, it would wait 60 s
+    _wait(lambda: second in RUNNING, "the second tool running without a wait")
+    assert executor.batches == [1, 1]
+    GATE.set()
+    _wait(lambda: len(acks.jobs()) == 2, "both acked")
+    assert runner.stop(WAIT_S)

@@ -4,7 +4,8 @@ by the worker process itself, not handed to Celery's pool one task at a time.
 Celery still receives every message (its consumer, prefetch, `inspect`, signals and shutdown
 are as usual); this task's strategy hands the job id to a `BatchedRunner` instead of building
 a pool request. The runner claims every delivery it has room for in one transaction (the
-brake re-checked under the shared brakes lock inside it, the leases in it), starts the claimed
+brake re-checked under the shared brakes lock inside it, the leases in it; while deliveries
+keep coming it lets a few more arrive first, see LINGER_S), starts the claimed
 tools at once, and records each outcome through the process's group commit as the tool
 finishes, so a slow tool holds nobody else's outcome back. Each message is acked only after
 its job's outcome (or its halt, or the decision to skip it) is committed: a worker killed
@@ -44,6 +45,11 @@ MAX_BACKOFF_S = 30.0  # between claim attempts while the ledger is unavailable
 # room for: a claim costs about the same for one job as for sixteen, and without the wait the
 # claims thread took only the slots of the tools that had just returned, about half of them.
 GATHER_S = 0.005
+# How long a claim with room to spare waits for more deliveries while they keep coming (a
+# claim was taken within STEADY_S): one producer's jobs arrive a couple of milliseconds apart,
+# and claiming each alone cost a transaction per job. After a quiet spell nothing waits.
+LINGER_S = 0.005
+STEADY_S = 0.05
 
 
 class Delivery:
@@ -98,12 +104,20 @@ class BatchedRunner:
     """
 
     def __init__(
-        self, executor: Callable[[], Executor], slots: int, gather_s: float = GATHER_S
+        self,
+        executor: Callable[[], Executor],
+        slots: int,
+        gather_s: float = GATHER_S,
+        linger_s: float = LINGER_S,
+        steady_s: float = STEADY_S,
     ) -> None:
         self._make_executor = executor  # called once, in the worker process, at the first claim
         self._made: Executor | None = None
         self._slots = max(1, slots)
         self._gather_s = gather_s
+        self._linger_s = linger_s
+        self._steady_s = steady_s
+        self._last_take = float("-inf")  # time.monotonic() of the last claim taken
         self._cond = threading.Condition()
         self._inbox: deque[Delivery] = deque()
         self._busy = 0  # deliveries taken from the inbox and not yet acked
@@ -179,8 +193,13 @@ class BatchedRunner:
                 # More waits than there is room for, and tools are running: let them return
                 # for a moment, so that this claim takes a fuller batch.
                 self._cond.wait_for(self._room_for_the_inbox, timeout=self._gather_s)
+            elif time.monotonic() - self._last_take < self._steady_s:
+                # Room to spare while deliveries keep coming: let a few more arrive, so that
+                # one claim (one transaction, one commit) serves them.
+                self._cond.wait_for(self._inbox_fills_the_room, timeout=self._linger_s)
             if self._stopping:
                 return None
+            self._last_take = time.monotonic()
             room = min(self._slots - self._running, len(self._inbox))
             self._busy += room
             self._running += room
@@ -193,6 +212,9 @@ class BatchedRunner:
         """Every slot is free, or enough of them for what waits (or we stop)."""
         room = self._slots - self._running
         return self._stopping or room == self._slots or len(self._inbox) <= room
+
+    def _inbox_fills_the_room(self) -> bool:
+        return self._stopping or len(self._inbox) >= self._slots - self._running
 
     def _claim(self, batch: list[Delivery]) -> list[Claim | None] | None:
         """The batch's claims, in order; None for a delivery whose claim failed (logged; its
