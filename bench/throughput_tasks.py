@@ -47,6 +47,7 @@ def make_app(broker: str, queue: str, result_backend: str | None = None) -> Cele
     conf: dict[str, Any] = {
         "broker_connection_retry_on_startup": True,
         "result_backend": result_backend,
+        "result_expires": 3600,  # the benchmarks' results need not outlive them by a day
         "task_ignore_result": result_backend is None,
         "task_store_errors_even_if_ignored": False,
         "task_acks_late": True,
