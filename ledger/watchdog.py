@@ -15,27 +15,19 @@ import functools
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from ledger.batching import DaemonThreads
 
 
+@dataclass(slots=True, eq=False)  # eq=False: kept in a set, one entry per watch
 class Watch:
-    __slots__ = ("attempt", "beat_at", "deadline", "job_id", "on_deadline", "settled")
-
-    def __init__(
-        self,
-        job_id: str,
-        attempt: int,
-        deadline: float,
-        beat_at: float,
-        on_deadline: Callable[[], None],
-    ) -> None:
-        self.job_id = job_id
-        self.attempt = attempt
-        self.deadline = deadline
-        self.beat_at = beat_at
-        self.on_deadline = on_deadline
-        self.settled = False
+    job_id: str
+    attempt: int
+    deadline: float
+    beat_at: float
+    on_deadline: Callable[[], None]
+    settled: bool = False
 
 
 class Watchdog:
