@@ -1,4 +1,4 @@
-"""The server-side append (migrations 0004, 0008) takes the same locks as the Python side: the
+"""The server-side append (migrations 0004, 0008, 0009) takes the same locks as the Python side: the
 same advisory-lock keys, so appends, claims and `brake pull` stay ordered whichever path
 writes."""
 
@@ -23,7 +23,9 @@ def migration(name: str) -> ModuleType:
     return module
 
 
-@pytest.mark.parametrize("name", ["0004_append_jobs.py", "0008_append_cpu.py"])
+@pytest.mark.parametrize(
+    "name", ["0004_append_jobs.py", "0008_append_cpu.py", "0009_idempotency_probe.py"]
+)
 def test_the_function_locks_with_the_ledgers_own_keys(name: str) -> None:
     append = migration(name)
     assert (append.APPEND_LOCK_KEY, append.BRAKE_LOCK_KEY) == (APPEND_LOCK_KEY, BRAKE_LOCK_KEY)

@@ -372,3 +372,24 @@ def test_0008_downgrades_to_0007s_function_and_trigger_exactly(empty_engine: Eng
     migrate.downgrade(empty_engine, "0007")
     with empty_engine.connect() as conn:
         assert append_function_and_chain_trigger(conn) == before
+
+
+@pytest.mark.parametrize("empty_engine", POSTGRES_ONLY, indirect=True)
+def test_0009_changes_only_the_idempotency_lookup_and_downgrades_to_0008s_function(
+    empty_engine: Engine,
+) -> None:
+    """0009 caches the keyed submit's idempotency lookup (tests/test_append_plans.py says
+    which index it takes); going back leaves exactly 0008's function."""
+    migrate.upgrade(empty_engine, "0008")
+    with empty_engine.connect() as conn:
+        before = append_function_and_chain_trigger(conn)
+    assert "EXECUTE 'SELECT j.job_id FROM jobs j" in before[0]
+    migrate.upgrade(empty_engine, "0009")
+    with empty_engine.connect() as conn:
+        function, trigger = append_function_and_chain_trigger(conn)
+    assert trigger == before[1]
+    assert "EXECUTE" not in function
+    assert "(j.account, j.idempotency_key) >= (key_account, key_value)" in function
+    migrate.downgrade(empty_engine, "0008")
+    with empty_engine.connect() as conn:
+        assert append_function_and_chain_trigger(conn) == before
