@@ -199,7 +199,9 @@ def _ours(stack: ExitStack, options: Options, queue: str, logs: Path) -> LedgerV
     # this churn, and a sequential scan of every job each 10 ms cost the database more than
     # some of what is measured: this session uses the index.
     poll.execute("SET enable_seqscan = off")
-    return LedgerVariant(ledger, CeleryDispatcher(app, queue), poll, worker)
+    dispatcher = CeleryDispatcher(app, queue)
+    stack.callback(dispatcher.close)
+    return LedgerVariant(ledger, dispatcher, poll, worker)
 
 
 def _baseline_env(options: Options, queue: str, counter: str, backend: str) -> dict[str, str]:

@@ -1,5 +1,5 @@
 """What a worker process holds for its lifetime, made once per process (after the fork):
-its ledger (one connection pool), its dispatcher (one Celery producer pool) and its executor.
+its ledger (one connection pool), its dispatcher (its kept producers) and its executor.
 
 Keyed by pid, so a prefork child never reuses its parent's pool."""
 

@@ -287,6 +287,7 @@ def deployment(
     finally:
         dep.stop_workers()
         _delete_queue(app, broker_url, queue)
+        dep.dispatcher.close()
         app.close()  # broker connections stay in kombu's process-wide pools, for the next test
         store.close()
 
