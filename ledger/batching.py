@@ -19,6 +19,11 @@ R = TypeVar("R")
 
 
 class _Ticket(Generic[T, R]):
+    """One caller's item. `wake` is a latch: a lock taken at creation, released to wake the
+    caller blocked acquiring it. A lock costs a fraction of an Event (whose Condition runs in
+    Python at each wait and set), and a ticket is woken at most once per wait: to lead, or
+    once its flush is done; the leader's own ticket is released once, unwaited."""
+
     __slots__ = ("done", "error", "item", "lead", "result", "wake")
 
     def __init__(self, item: T) -> None:
@@ -27,7 +32,8 @@ class _Ticket(Generic[T, R]):
         self.lead = False  # woken to lead the next flush, not because its own is done
         self.result: R | None = None
         self.error: BaseException | None = None
-        self.wake = threading.Event()
+        self.wake = threading.Lock()
+        self.wake.acquire()
 
 
 class GroupCommit(Generic[T, R]):
@@ -46,7 +52,7 @@ class GroupCommit(Generic[T, R]):
             leads = not self._busy
             self._busy = True
         if not leads:
-            ticket.wake.wait()
+            ticket.wake.acquire()
             if ticket.done:
                 return self._answer(ticket)
         # Leading: flush what waits (this ticket first), then hand the lead on. Only the
@@ -60,7 +66,7 @@ class GroupCommit(Generic[T, R]):
             if self._queue:
                 successor = self._queue[0]
                 successor.lead = True
-                successor.wake.set()
+                successor.wake.release()
             else:
                 self._busy = False
         return self._answer(ticket)
@@ -78,7 +84,7 @@ class GroupCommit(Generic[T, R]):
                 ticket.result = result
         for ticket in batch:
             ticket.done = True
-            ticket.wake.set()
+            ticket.wake.release()
 
     @staticmethod
     def _answer(ticket: _Ticket[T, R]) -> R:

@@ -84,7 +84,8 @@ def _item(p: Planned) -> dict[str, Any]:
         "job": {
             "job_id": p.item.job_id,
             **job_columns(p.view),
-            "view": p.view.model_dump(mode="json"),
+            # Serialized by pydantic straight to JSON, embedded as it is (no dict in between).
+            "view": orjson.Fragment(p.view.model_dump_json()),
         },
         "lease": None
         if lease is None

@@ -49,6 +49,37 @@ def test_each_caller_gets_its_own_result_and_concurrent_callers_share_flushes() 
     assert sizes == [1, 20] and group.flushes == 2
 
 
+def test_many_callers_each_woken_once_to_lead_or_with_their_answer_never_hang() -> None:
+    """The hand-off under contention, thousands of times: each caller is woken either to lead
+    the next flush or with its own answer (a lost wake-up hangs a caller; a second one raises,
+    as a ticket's latch is a lock released only while held)."""
+
+    def flush(items: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        time.sleep(0)  # gives the other callers the interpreter: they queue meanwhile
+        return [(t, i * 2) for t, i in items]
+
+    group: GroupCommit[tuple[int, int], tuple[int, int]] = GroupCommit(flush, max_batch=8)
+    answers: dict[int, list[tuple[int, int]]] = {}
+    errors: list[BaseException] = []
+
+    def caller(t: int) -> None:
+        try:
+            answers[t] = [group.submit((t, i)) for i in range(400)]
+        except BaseException as exc:  # reported below, with the thread's own answers
+            errors.append(exc)
+
+    threads = [threading.Thread(target=caller, args=(t,), daemon=True) for t in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not any(thread.is_alive() for thread in threads), "a caller was never woken"
+    assert errors == []
+    assert answers == {t: [(t, i * 2) for i in range(400)] for t in range(16)}
+    assert group.flushes < 16 * 400  # callers shared flushes
+    assert not group._busy and group._queue == []
+
+
 def test_a_failed_flush_raises_in_its_callers_only_and_the_next_one_runs() -> None:
     calls: list[list[str]] = []
 
