@@ -30,9 +30,10 @@ process, and the Postgres backends of the variant's database. On a machine whose
 bottleneck (every process here shares them) throughput follows the sum of those three, and
 they move much less than the rates when other work shares the machine.
 
-Goals: ours >= 0.8x bare Celery, ours >= 2x Celery with its result backend. Speed is measured,
-not asserted: the script prints whether each goal was met and exits 0 either way (non-zero only
-when the benchmark itself failed, e.g. a worker died or a round timed out).
+Goals: ours >= 0.5x bare Celery (stretch 0.8x), ours >= 2x Celery with its result backend,
+ours >= 1,000 recorded jobs/s. Speed is measured, not asserted: the script prints whether each
+goal was met and exits 0 either way (non-zero only when the benchmark itself failed, e.g. a
+worker died or a round timed out).
 
 Scratch databases `outcomes_tput_ledger_<pid>` and `outcomes_tput_celery_<pid>` are created on
 OUTCOMES_BENCH_PG_ADMIN (default postgres@127.0.0.1:5432) and dropped at the end; the queues
