@@ -17,7 +17,7 @@ from ledger.events import RecordedEvent, job_stream
 from ledger.job_view import JobView
 from ledger.persistence.projections import ViewProjection
 from ledger.persistence.schema import events, jobs, leases
-from ledger.persistence.sql_reads import EVENT_COLUMNS, row_to_event
+from ledger.persistence.sql_rows import EVENT_COLUMNS, row_to_event
 from ledger.persistence.store import SqlStore
 from ledger.services.audit import verify
 from ledger.services.ledger import Ledger

@@ -14,7 +14,7 @@ from sqlalchemy import Connection, Table, bindparam, delete, insert, select, tex
 
 from ledger.events import JOB_EVENT_TYPES, RecordedEvent, job_id_of
 from ledger.persistence.schema import READ_MODEL_TABLES, events
-from ledger.persistence.sql_reads import EVENT_COLUMNS, row_to_event
+from ledger.persistence.sql_rows import EVENT_COLUMNS, row_to_event
 from ledger.read_models import READ_MODELS, ReadModel
 
 V = TypeVar("V", bound=BaseModel)

@@ -1,4 +1,5 @@
-"""The read side of the contract in SQL (Postgres and SQLite), on one connection.
+"""The read side of the contract in SQL (Postgres and SQLite), on one connection: the job
+reads (`sql_job_reads.py`, mixed in), brakes, tokens, events and the read models as stored.
 
 Read models keep their whole view as JSON beside copies of the columns their indexes need;
 queries filter on the columns and hand back the views. Account scoping happens here, in SQL,
@@ -9,25 +10,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 from sqlalchemy import (
-    ColumnElement,
     Connection,
     Text,
-    and_,
     bindparam,
     cast,
     exists,
     false,
     func,
     literal,
-    null,
     select,
     text,
-    true,
-    union_all,
 )
 
 from ledger.access import token_stream
@@ -39,45 +35,17 @@ from ledger.events import RecordedEvent
 from ledger.job_view import JobView
 from ledger.persistence.base import Reads
 from ledger.persistence.errors import translated
-from ledger.persistence.schema import READ_MODEL_TABLES, brakes, events, jobs, leases, tokens
-from ledger.queries import EventFilter, Heads, JobCount, JobFilter, JobSummary, MissingOutcome
-from ledger.reconcile_rules import OpenJob
+from ledger.persistence.schema import READ_MODEL_TABLES, brakes, events, jobs, tokens
+from ledger.persistence.sql_job_reads import SqlJobReads
+from ledger.persistence.sql_rows import EVENT_COLUMNS, JOB_CAUSE, job_scope, row_to_event
+from ledger.queries import EventFilter, Heads
 from ledger.token_view import TokenView, fold_token, presented
 
-if TYPE_CHECKING:  # Row's type parameters differ across SQLAlchemy 2.x releases
-    from sqlalchemy import Row
-
-    RowT = Row[*tuple[Any, ...]]
-
-_IN_CHUNK = 500  # ids per IN (...) list: SQLite caps bound parameters
-
-EVENT_COLUMNS = (
-    events.c.position,
-    events.c.stream_id,
-    events.c.stream_version,
-    events.c.event_id,
-    events.c.type,
-    events.c.data,
-    events.c.code,
-    events.c.actor,
-    events.c.recorded_at,
-    events.c.prev_hash,
-    events.c.hash,
-    events.c.ledger_hash,
-)
 # Built once: constructing SQLAlchemy statements is a real cost on the hot path.
-_JOB = select(jobs.c.view).where(jobs.c.job_id == bindparam("job_id"))
-_JOBS_BY_ID = select(jobs.c.view).where(jobs.c.job_id.in_(bindparam("ids", expanding=True)))
 _STREAM = (
     select(*EVENT_COLUMNS)
     .where(events.c.stream_id == bindparam("stream_id"))
     .order_by(events.c.stream_version)
-)
-PAGE = (
-    select(*EVENT_COLUMNS)
-    .where(events.c.position > bindparam("after"))
-    .order_by(events.c.position)
-    .limit(bindparam("limit"))
 )
 _LAST_POSITION = select(func.coalesce(func.max(events.c.position), 0))
 # A presented token is read from its own stream's events (the tokens table only names the
@@ -107,183 +75,11 @@ _ACTIVE_PULLS = select(*EVENT_COLUMNS).where(
     ),
 )
 _READ_MODELS = {table.name: table for table in READ_MODEL_TABLES}
-# A job's error cause, read from its view (the brake a BRAKE_ENGAGED names, the silence an
-# OUTCOME_MISSING names): `->>`/`#>>` on Postgres, json_extract on SQLite.
-_CAUSE = jobs.c.view[("error", "cause")].as_string()
 
 
-def row_to_event(row: RowT) -> RecordedEvent:
-    return RecordedEvent(
-        position=row.position,
-        stream_id=row.stream_id,
-        stream_version=row.stream_version,
-        event_id=row.event_id,
-        type=row.type,
-        data=row.data,
-        code=row.code,
-        actor=row.actor,
-        recorded_at=utc(row.recorded_at),
-        prev_hash=row.prev_hash,
-        hash=row.hash,
-        ledger_hash=row.ledger_hash,
-    )
-
-
-class SqlReads(Reads):
+class SqlReads(SqlJobReads, Reads):
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
-
-    # --- jobs -----------------------------------------------------------------------------
-
-    def job(self, job_id: str) -> JobView | None:
-        row = self.conn.execute(_JOB, {"job_id": job_id}).first()
-        return JobView.model_validate(row.view) if row else None
-
-    def jobs_by_id(self, job_ids: Sequence[str]) -> dict[str, JobView]:
-        found: dict[str, JobView] = {}
-        for start in range(0, len(job_ids), _IN_CHUNK):
-            chunk = list(job_ids[start : start + _IN_CHUNK])
-            for row in self.conn.execute(_JOBS_BY_ID, {"ids": chunk}):
-                view = JobView.model_validate(row.view)
-                found[view.job_id] = view
-        return found
-
-    def jobs(self, where: JobFilter) -> list[JobView]:
-        query = select(jobs.c.view).where(jobs.c.ledger_position > where.after)
-        if where.before is not None:
-            query = query.where(jobs.c.ledger_position < where.before)
-        equal = {
-            jobs.c.account: where.account,
-            jobs.c.status: where.status,
-            jobs.c.code: where.code,
-            jobs.c.tool: where.tool,
-            jobs.c.spends: where.spends,
-        }
-        query = query.where(
-            *(column == value for column, value in equal.items() if value is not None)
-        )
-        if where.since is not None:
-            query = query.where(jobs.c.created_at >= where.since)
-        if where.until is not None:
-            query = query.where(jobs.c.created_at < where.until)
-        order = jobs.c.ledger_position.desc() if where.newest_first else jobs.c.ledger_position
-        query = query.order_by(order).limit(where.limit)
-        return [JobView.model_validate(row.view) for row in self.conn.execute(query)]
-
-    def job_by_idempotency_key(self, account: str, key: str) -> JobView | None:
-        query = select(jobs.c.view).where(
-            and_(jobs.c.account == account, jobs.c.idempotency_key == key)
-        )
-        row = self.conn.execute(query).first()
-        return JobView.model_validate(row.view) if row else None
-
-    def accepted_in_window(
-        self, account: str, tool: str, since: datetime
-    ) -> tuple[int, datetime | None]:
-        query = select(func.count(), func.min(jobs.c.created_at)).where(
-            and_(
-                jobs.c.account == account,
-                jobs.c.tool == tool,
-                jobs.c.accepted.is_(True),
-                jobs.c.created_at > since,
-            )
-        )
-        count, oldest = self.conn.execute(query).one()
-        return int(count), utc(oldest) if oldest is not None else None
-
-    def job_positions(self, job_ids: Sequence[str]) -> dict[str, int]:
-        found: dict[str, int] = {}
-        for start in range(0, len(job_ids), _IN_CHUNK):
-            chunk = job_ids[start : start + _IN_CHUNK]
-            query = select(jobs.c.job_id, jobs.c.ledger_position).where(jobs.c.job_id.in_(chunk))
-            found.update({row.job_id: int(row.ledger_position) for row in self.conn.execute(query)})
-        return found
-
-    def overdue_jobs(self, now: datetime, cutoff: datetime) -> list[OpenJob]:
-        # One index range per open status (UNION ALL, not OR): each branch is a plain index
-        # scan on ix_jobs_open, which marks entries of dead row versions the first time it
-        # meets them, so closed jobs' leftovers cost one pass, not every pass until VACUUM.
-        still_open = jobs.c.terminal == false()
-        no_lease = cast(null(), leases.c.expires_at.type).label("expires_at")
-        queued = select(jobs.c.view, no_lease).where(
-            still_open, jobs.c.status == Status.QUEUED.value, jobs.c.updated_at < cutoff
-        )
-        retrying = select(jobs.c.view, no_lease).where(
-            still_open, jobs.c.status == Status.RETRYING.value, jobs.c.due_at < cutoff
-        )
-        running = (
-            select(jobs.c.view, leases.c.expires_at)
-            .select_from(jobs.outerjoin(leases, leases.c.job_id == jobs.c.job_id))
-            .where(
-                still_open,
-                jobs.c.status == Status.RUNNING.value,
-                func.coalesce(leases.c.expires_at, jobs.c.lease_expires_at) < now,
-            )
-        )
-        rows = self.conn.execute(union_all(queued, retrying, running)).all()
-        return [
-            OpenJob(
-                JobView.model_validate(row.view),
-                utc(row.expires_at) if row.expires_at is not None else None,
-            )
-            for row in rows
-        ]
-
-    def summarize_jobs(
-        self,
-        account: str | None,
-        tool: str | None = None,
-        since: datetime | None = None,
-        until: datetime | None = None,
-    ) -> JobSummary:
-        query = select(jobs.c.status, jobs.c.code, jobs.c.tool, jobs.c.account, func.count()).where(
-            *_job_scope(account, tool)
-        )
-        if since is not None:
-            query = query.where(jobs.c.created_at >= since)
-        if until is not None:
-            query = query.where(jobs.c.created_at < until)
-        query = query.group_by(jobs.c.status, jobs.c.code, jobs.c.tool, jobs.c.account)
-        return JobSummary.from_groups(self.conn.execute(query))
-
-    def count_statuses(
-        self,
-        account: str | None,
-        tool: str | None = None,
-        since: datetime | None = None,
-        until: datetime | None = None,
-    ) -> dict[str, int]:
-        query = select(jobs.c.status, func.count()).where(*_job_scope(account, tool))
-        if since is not None:
-            query = query.where(jobs.c.created_at >= since)
-        if until is not None:
-            query = query.where(jobs.c.created_at < until)
-        found = self.conn.execute(query.group_by(jobs.c.status))
-        return {str(status): int(n) for status, n in sorted(found)}
-
-    def count_jobs(self) -> list[JobCount]:
-        columns = (jobs.c.accepted, jobs.c.status, jobs.c.code, jobs.c.tool)
-        query = select(*columns, func.count()).group_by(*columns).order_by(*columns)
-        return [JobCount(bool(a), s, c, t, int(n)) for a, s, c, t, n in self.conn.execute(query)]
-
-    def missing_outcomes(
-        self, account: str | None, since: datetime, limit: int
-    ) -> list[MissingOutcome]:
-        # Three columns, not the view: a long window decodes no JSON document per job.
-        query = (
-            select(jobs.c.updated_at, _CAUSE.label("cause"), jobs.c.spends)
-            .where(
-                *_job_scope(account, None),
-                jobs.c.code == Code.OUTCOME_MISSING.value,
-                jobs.c.updated_at >= since,
-            )
-            .order_by(jobs.c.ledger_position.desc())
-            .limit(limit)
-        )
-        return [
-            MissingOutcome(utc(row.updated_at), row.cause, bool(row.spends))
-            for row in self.conn.execute(query)
-        ]
 
     # --- brakes ---------------------------------------------------------------------------
 
@@ -320,15 +116,15 @@ class SqlReads(Reads):
     def jobs_held(self, brake_ids: Sequence[str], account: str | None = None) -> dict[str, int]:
         if not brake_ids:
             return {}
-        cause = _CAUSE.label("cause")
+        cause = JOB_CAUSE.label("cause")
         query = (
             select(cause, func.count())
             .where(
-                *_job_scope(account, None),
+                *job_scope(account, None),
                 jobs.c.code == Code.BRAKE_ENGAGED.value,
-                _CAUSE.in_(list(brake_ids)),
+                JOB_CAUSE.in_(list(brake_ids)),
             )
-            .group_by(_CAUSE)
+            .group_by(JOB_CAUSE)
         )
         return {str(c): int(n) for c, n in self.conn.execute(query)}
 
@@ -367,7 +163,7 @@ class SqlReads(Reads):
         if where.account is not None or where.tool is not None:
             # Only job streams carry an account or a tool; the read model knows which is whose.
             owned = select(literal("job-").concat(jobs.c.job_id)).where(
-                *_job_scope(where.account, where.tool)
+                *job_scope(where.account, where.tool)
             )
             query = query.where(events.c.stream_id.in_(owned))
         if where.type is not None:
@@ -441,12 +237,3 @@ def _as_stored(name: str, value: Any) -> Any:
         except orjson.JSONDecodeError:
             return value
     return value
-
-
-def _job_scope(account: str | None, tool: str | None) -> list[ColumnElement[bool]]:
-    clauses: list[ColumnElement[bool]] = [true()]
-    if account is not None:
-        clauses.append(jobs.c.account == account)
-    if tool is not None:
-        clauses.append(jobs.c.tool == tool)
-    return [and_(*clauses)]

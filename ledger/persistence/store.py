@@ -50,11 +50,12 @@ from ledger.persistence.errors import translated
 from ledger.persistence.locks import lock
 from ledger.persistence.projections import Projection, default_projections, rebuild
 from ledger.persistence.schema import REQUEST_KEY, events, leases, ledger_meta
-from ledger.persistence.sql_reads import PAGE, SqlReads, row_to_event
+from ledger.persistence.sql_reads import SqlReads
+from ledger.persistence.sql_rows import PAGE, row_to_event
 from ledger.privileges import ConnectedRole
 
 if TYPE_CHECKING:
-    from ledger.persistence.sql_reads import RowT
+    from ledger.persistence.sql_rows import RowT
 
 # pg_advisory_xact_lock key for appends ("outc" "appd").
 APPEND_LOCK_KEY = 0x6F757463_61707064 & 0x7FFFFFFFFFFFFFFF

@@ -1,0 +1,70 @@
+"""What the SQL reads share: the event columns and how a row becomes a `RecordedEvent`, the
+event page every reader tails by, a job's error cause and account/tool scope, as SQLAlchemy
+Core expressions (Postgres and SQLite)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import ColumnElement, and_, bindparam, select, true
+
+from ledger.clock import utc
+from ledger.events import RecordedEvent
+from ledger.persistence.schema import events, jobs
+
+if TYPE_CHECKING:  # Row's type parameters differ across SQLAlchemy 2.x releases
+    from sqlalchemy import Row
+
+    RowT = Row[*tuple[Any, ...]]
+
+IN_CHUNK = 500  # ids per IN (...) list: SQLite caps bound parameters
+
+EVENT_COLUMNS = (
+    events.c.position,
+    events.c.stream_id,
+    events.c.stream_version,
+    events.c.event_id,
+    events.c.type,
+    events.c.data,
+    events.c.code,
+    events.c.actor,
+    events.c.recorded_at,
+    events.c.prev_hash,
+    events.c.hash,
+    events.c.ledger_hash,
+)
+PAGE = (
+    select(*EVENT_COLUMNS)
+    .where(events.c.position > bindparam("after"))
+    .order_by(events.c.position)
+    .limit(bindparam("limit"))
+)
+# A job's error cause, read from its view (the brake a BRAKE_ENGAGED names, the silence an
+# OUTCOME_MISSING names): `->>`/`#>>` on Postgres, json_extract on SQLite.
+JOB_CAUSE = jobs.c.view[("error", "cause")].as_string()
+
+
+def row_to_event(row: RowT) -> RecordedEvent:
+    return RecordedEvent(
+        position=row.position,
+        stream_id=row.stream_id,
+        stream_version=row.stream_version,
+        event_id=row.event_id,
+        type=row.type,
+        data=row.data,
+        code=row.code,
+        actor=row.actor,
+        recorded_at=utc(row.recorded_at),
+        prev_hash=row.prev_hash,
+        hash=row.hash,
+        ledger_hash=row.ledger_hash,
+    )
+
+
+def job_scope(account: str | None, tool: str | None) -> list[ColumnElement[bool]]:
+    clauses: list[ColumnElement[bool]] = [true()]
+    if account is not None:
+        clauses.append(jobs.c.account == account)
+    if tool is not None:
+        clauses.append(jobs.c.tool == tool)
+    return [and_(*clauses)]
