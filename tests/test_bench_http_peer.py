@@ -19,7 +19,7 @@ from celery import Celery
 from starlette.testclient import TestClient
 
 from bench.throughput_tasks import BACKEND_ENV, BROKER_ENV, QUEUE_ENV
-from tests.plugins.deployments import require_broker, wait_until
+from tests.plugins.deployments import drop_queue, require_broker, wait_until
 
 WOKEN_WITHIN_S = 10.0  # the long-poll below asks for 30 s: only a wake-up answers sooner
 
@@ -38,11 +38,7 @@ def peer(monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
         yield module
     finally:
         sys.modules.pop("bench.http_peer", None)
-        with module._celery.connection_for_write() as conn:
-            channel = conn.channel()
-            channel.queue_delete(queue)
-            channel.exchange_delete(queue)
-            channel.close()
+        drop_queue(module._celery, amqp, queue)
         module._celery.close()
 
 

@@ -15,7 +15,7 @@ from kombu.exceptions import OperationalError
 
 from ledger.errors import DispatchError
 from ledger.settings import Settings
-from tests.plugins.deployments import require_broker
+from tests.plugins.deployments import drop_queue, require_broker
 from workers.app import make_celery
 from workers.dispatch import CeleryDispatcher
 
@@ -38,11 +38,7 @@ def dispatcher() -> Iterator[CeleryDispatcher]:
         yield chosen
     finally:
         chosen.close()
-        with app.connection_for_write() as conn:
-            channel = conn.channel()
-            channel.queue_delete(queue)
-            channel.exchange_delete(queue)
-            channel.close()
+        drop_queue(app, url, queue)
         app.close()
 
 

@@ -228,7 +228,7 @@ def _environment(
     return env
 
 
-def _delete_queue(app: Celery, broker_url: str | None, queue: str) -> None:
+def drop_queue(app: Celery, broker_url: str | None, queue: str) -> None:
     """Best effort: drop the test's queue (with any message left in it) and its exchange."""
     if broker_url is not None and broker_url.startswith("redis"):
         import redis  # kombu keeps the queue and its bindings in keys named after the queue
@@ -286,7 +286,7 @@ def deployment(
         yield dep
     finally:
         dep.stop_workers()
-        _delete_queue(app, broker_url, queue)
+        drop_queue(app, broker_url, queue)
         dep.dispatcher.close()
         app.close()  # broker connections stay in kombu's process-wide pools, for the next test
         store.close()
