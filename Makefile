@@ -7,14 +7,16 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck bench soak chaos clean
+.PHONY: run test lint typecheck bench soak chaos lock clean
 
 # Paths to the project go through ROOT, so `make -f <clone>/Makefile run` works from another
 # folder (the README test serves from a temporary one).
 $(STAMP): $(ROOT)pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '$(ROOT).[dev]'
+	# setuptools' notice that an editable install maps folders (the client's) is no fault
+	# of the configuration: a first install prints nothing but errors.
+	PYTHONWARNINGS='ignore:Editable installation' $(BIN)/python -m pip install --quiet -e '$(ROOT).[dev]'
 	touch $(STAMP)
 
 # The quickstart serves the example tools, so the README's first call is accepted; set
@@ -62,6 +64,20 @@ RATE_SHARE ?= 0.5
 chaos: $(STAMP)
 	$(BIN)/python -m nemesis --seed $(SEED) --duration $(DURATION) --rate-share $(RATE_SHARE) \
 		--out .outcomes/chaos/$(SEED)
+
+# requirements.lock, what the Docker image installs with --require-hashes: pyproject.toml's
+# dependencies, the client's extra and the build backend (build-system.requires, read on
+# stdin), pinned for every platform of Python 3.11 with every file's hash. Versions already in
+# the lock are kept; `make lock LOCK_FLAGS=--upgrade` takes the newest (or
+# `LOCK_FLAGS='--upgrade-package NAME'`). uv is installed into .venv as a tool, nothing more.
+UV_VERSION ?= 0.13.9
+LOCK_FLAGS ?=
+lock: $(STAMP)
+	$(BIN)/python -m pip install --quiet 'uv==$(UV_VERSION)'
+	cd '$(ROOT)' && '$(abspath $(BIN))/python' -c 'import tomllib; print(*tomllib.load(open("pyproject.toml", "rb"))["build-system"]["requires"], sep="\n")' \
+		| '$(abspath $(BIN))/uv' pip compile --quiet --universal --python-version 3.11 \
+			--generate-hashes --extra client --custom-compile-command 'make lock' $(LOCK_FLAGS) \
+			--output-file requirements.lock pyproject.toml -
 
 clean:
 	rm -rf $(VENV) .outcomes .pytest_cache .mypy_cache .ruff_cache

@@ -8,9 +8,23 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from starlette.concurrency import run_in_threadpool
 from starlette.routing import Route
 
-from api import audit, brakes, catalog, handlers, health, jobs_read, jobs_submit, metrics, root
+from api import (
+    audit,
+    brakes,
+    catalog,
+    docs,
+    handlers,
+    health,
+    jobs_cancel,
+    jobs_read,
+    jobs_submit,
+    metrics,
+    root,
+    webhooks,
+)
 from api.limits import MAX_BODY_BYTES, BodyLimitMiddleware
 from api.openapi import build_openapi
 from api.state import ApiState
@@ -19,7 +33,9 @@ from console.web import mount as mount_console
 from ledger.dispatch import Dispatcher
 from ledger.services import admin
 from ledger.services.ledger import Ledger, open_ledger
-from ledger.settings import load_settings
+from ledger.services.outbox import Outbox
+from ledger.services.tokens import AdmittedTokens
+from ledger.settings import Settings, load_settings
 from ledger.tools import load_tool_modules
 from mcp_server.http import PATH as MCP_PATH
 from mcp_server.http import McpHttp
@@ -37,17 +53,35 @@ def create_app(
     ledger: Ledger | None,
     dispatcher: Dispatcher | None,
     *,
+    settings: Settings | None = None,
     max_body_bytes: int = MAX_BODY_BYTES,
 ) -> FastAPI:
     """The API over `ledger` (None: the ledger named by OUTCOMES_DATABASE_URL), handing
-    accepted jobs to `dispatcher` (whoever starts the API passes it: `outcomes serve` gives
-    Celery's; None records decisions only, and the reconciler dispatches them later)."""
-    settings = load_settings()
+    accepted jobs to `dispatcher` through the process's outbox (whoever starts the API passes
+    it: `outcomes serve` gives Celery's; None records decisions only, and the reconciler's
+    relay publishes them). The process's settings are read once, here (unless given), and
+    every route takes them from the app's state."""
+    settings = settings or load_settings()
     load_tool_modules(settings.tools)  # the tools' registry decides what is accepted
     owned = ledger is None  # opened here, so closed here
     opened = ledger if ledger is not None else open_ledger(settings.database_url)
-    state = ApiState(ledger=opened, dispatcher=dispatcher, waiter=JobWaiter(opened))
-    mcp = McpHttp(opened, dispatcher, state.waiter)  # MCP tool calls wait on the same waiter
+    # The process's outbox: submits hand it the job and answer at once; it publishes, and
+    # records what the broker confirmed (ledger.services.outbox).
+    outbox = Outbox(opened, dispatcher) if dispatcher is not None else None
+    state = ApiState(
+        ledger=opened,
+        outbox=outbox,
+        waiter=JobWaiter(opened),
+        tokens=AdmittedTokens(opened),
+        settings=settings,
+    )
+    mcp = McpHttp(  # MCP tool calls wait on the same waiter
+        opened,
+        outbox,
+        state.waiter,
+        allowed_origins=settings.allowed_origins,
+        allowed_hosts=settings.allowed_hosts,
+    )
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -61,6 +95,8 @@ def create_app(
                 yield
         finally:
             await state.waiter.stop()
+            if outbox is not None:
+                await run_in_threadpool(outbox.close)
             if owned:
                 opened.close()
 
@@ -69,17 +105,21 @@ def create_app(
         version="1.0.0",
         description=DESCRIPTION,
         lifespan=lifespan,
+        docs_url=None,  # ours, from the package: api/docs.py
         redoc_url=None,
         # No redirects: Starlette's would build the Location from the Host header.
         redirect_slashes=False,
     )
-    app.state.ledger = state
-    for module in (jobs_submit, jobs_read, catalog, audit, brakes, health, metrics, root):
+    app.state.api = state
+    routers = (jobs_submit, jobs_read, catalog, audit, brakes, webhooks, health, metrics, root)
+    for module in routers:
         app.include_router(module.router)
-    app.router.routes.append(
-        Route(MCP_PATH, mcp, methods=["GET", "POST", "DELETE"], include_in_schema=False)
-    )
-    mount_console(app, opened)  # the read-only console at /console, over the same ledger
+    app.include_router(jobs_cancel.router)  # POST /v1/jobs/{id}/cancel (docs/cancel.md)
+    docs.install(app)
+    # POST only: stateless, so no standalone event stream (GET) and no session to end
+    # (DELETE); both are 405, which the transport allows (mcp_server/http.py).
+    app.router.routes.append(Route(MCP_PATH, mcp, methods=["POST"], include_in_schema=False))
+    mount_console(app, opened, settings)  # the read-only console at /console, same ledger
     handlers.install(app)
     app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes)
     app.openapi = lambda: build_openapi(app)  # type: ignore[method-assign]

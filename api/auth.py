@@ -53,14 +53,19 @@ def principal(request: Request, _scheme: Scheme) -> TokenView:
 Principal = Annotated[TokenView, Depends(principal)]
 
 
+def check_role(view: TokenView, *roles: str) -> TokenView:
+    """The token's view, when its role is one of `roles`; else the 403 that names them."""
+    if view.role not in roles:
+        raise forbidden(
+            "role:" + "|".join(roles), f"This endpoint is for {' or '.join(roles)} tokens."
+        )
+    return view
+
+
 def require(*roles: str) -> Callable[[TokenView], Awaitable[TokenView]]:
     """A dependency admitting only tokens of these roles (async: no second thread hop)."""
 
     async def dependency(view: Principal) -> TokenView:
-        if view.role not in roles:
-            raise forbidden(
-                "role:" + "|".join(roles), f"This endpoint is for {' or '.join(roles)} tokens."
-            )
-        return view
+        return check_role(view, *roles)
 
     return dependency

@@ -29,10 +29,19 @@ class QuotaModel(BaseModel):
 class ToolModel(BaseModel):
     name: str
     description: str = Field(description="The tool's docstring")
-    args_schema: dict[str, Any] = Field(description="JSON Schema of the job's `args`")
+    args_schema: dict[str, Any] = Field(
+        description="JSON Schema of the job's `args`; its secrets say `format: password`, "
+        "`writeOnly: true`"
+    )
     spends: bool
     timeout_s: float
     max_attempts: int
+    start_within_s: float = Field(
+        description="The longest a job may wait for a worker (a caller may ask for less)"
+    )
+    max_result_bytes: int = Field(
+        description="The most an answer takes, as JSON; `budget_bytes` may ask for less"
+    )
     enabled: bool
     quota: QuotaModel | None
 

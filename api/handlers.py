@@ -21,14 +21,19 @@ from starlette.routing import Match
 from api.auth import authenticate
 from api.problems import (
     ApiProblem,
+    bad_request,
     internal_error,
     invalid_input,
     job_not_found,
+    malformed_json,
     method_not_allowed,
+    not_cancellable,
     problem_response,
     route_not_found,
     unauthorized,
     unavailable,
+    webhook_not_found,
+    webhooks_unavailable,
 )
 from ledger.errors import (
     IdempotencyConflictError,
@@ -37,9 +42,15 @@ from ledger.errors import (
     JobNotFoundError,
     LedgerError,
     NotAuthenticatedError,
+    NotCancellableError,
+    RateLimitedError,
     SchemaMissingError,
     StorageUnavailableError,
+    WebhookNotFoundError,
+    WebhookTargetError,
+    WebhookUnavailableError,
 )
+from ledger.services import cancel
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +74,8 @@ async def _on_http(request: Request, exc: Exception) -> Response:
         return problem_response(route_not_found())
     if exc.status_code == 405:
         return problem_response(method_not_allowed(request.method, _allowed(request)))
+    if exc.status_code == 400:
+        return problem_response(bad_request())
     return problem_response(invalid_input("The request could not be read."))
 
 
@@ -82,7 +95,10 @@ async def _on_validation(request: Request, exc: Exception) -> Response:
 
 
 def validation_problem(errors: Sequence[Any]) -> ApiProblem:
-    """422 naming the fields and what is wrong with them, never their values."""
+    """422 naming the fields and what is wrong with them, never their values; 400 for a body
+    that is not JSON at all (nothing was read, so no field is wrong)."""
+    if any(e.get("type") == "json_invalid" for e in errors):
+        return malformed_json()
     if errors and all(e.get("type") == "missing" for e in errors):
         names = ", ".join(_where(e.get("loc", ())) for e in errors)
         return invalid_input(f"The request is missing {names}.", missing=True, fix=f"send {names}")
@@ -102,6 +118,9 @@ async def _on_ledger(request: Request, exc: Exception) -> Response:
         return problem_response(unauthorized())
     if isinstance(exc, JobNotFoundError):
         return problem_response(job_not_found())
+    if isinstance(exc, NotCancellableError):
+        wait = "wait for its outcome (GET /v1/jobs/{id}?wait=60&until=terminal)"
+        return problem_response(not_cancellable(cancel.refusal(exc.status, wait), exc.envelope))
     if isinstance(exc, IdempotencyConflictError):
         return problem_response(
             invalid_input(
@@ -109,6 +128,9 @@ async def _on_ledger(request: Request, exc: Exception) -> Response:
                 fix="use a new idempotency key for a different request",
             )
         )
+    if isinstance(exc, RateLimitedError):  # nothing recorded: no job_id to name
+        retry = str(exc.error.retry_after_s or 1)
+        return problem_response(ApiProblem(429, exc.error, headers={"Retry-After": retry}))
     if isinstance(exc, InvalidCursorError):
         return problem_response(
             invalid_input(
@@ -118,6 +140,18 @@ async def _on_ledger(request: Request, exc: Exception) -> Response:
         )
     if isinstance(exc, InvalidEventError):
         return problem_response(invalid_input("The request holds data the ledger cannot record."))
+    if isinstance(exc, WebhookTargetError):
+        return problem_response(
+            invalid_input(
+                f"The webhook URL is refused: {exc}.",
+                fix="register a public http(s) URL (or list its host in "
+                "OUTCOMES_WEBHOOK_ALLOW_HOSTS)",
+            )
+        )
+    if isinstance(exc, WebhookNotFoundError):
+        return problem_response(webhook_not_found())
+    if isinstance(exc, WebhookUnavailableError):
+        return problem_response(webhooks_unavailable(str(exc)))
     if isinstance(exc, SchemaMissingError):
         log.error("ledger schema missing: run `outcomes migrate`")
         return problem_response(unavailable("The ledger is not set up."))

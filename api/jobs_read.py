@@ -3,7 +3,6 @@ cursor. Another account's job is indistinguishable from a job that does not exis
 
 from __future__ import annotations
 
-import asyncio
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Query
@@ -20,6 +19,8 @@ from ledger.access import account_scope
 from ledger.cursor import CURSOR_PATTERN
 from ledger.job_view import JobEnvelope, JobView, envelope
 from ledger.services import jobs
+from ledger.services.ledger import Ledger
+from ledger.services.settle import Until, settle
 
 router = APIRouter(tags=["jobs"])
 
@@ -37,7 +38,7 @@ JobId = Annotated[
 @router.get(
     "/v1/jobs/{job_id}",
     response_model=JobEnvelope,
-    summary="A job's outcome envelope; with ?wait=S, long-poll until it changes",
+    summary="A job's outcome envelope; ?wait=S long-polls to a change (until=terminal: an end)",
     responses=problems(401, 404, 422, 503),
     openapi_extra={"security": [{"bearer": []}]},
 )
@@ -48,30 +49,35 @@ async def read_job(
         float,
         Query(ge=0, le=MAX_WAIT_S, description="Seconds to wait for a change or an outcome"),
     ] = 0,
+    until: Annotated[
+        Until,
+        Query(
+            description="With wait: `change` answers as soon as the status moves (or the job "
+            "ends); `terminal` only at an outcome, so one request per call"
+        ),
+    ] = "change",
 ) -> Response:
     token = token_of(request)
     state = state_of(request)
     key = jobs.job_key(job_id)
     if wait <= 0 or key is None:
         _, view = await run_in_threadpool(jobs.get_as, state.ledger, token, job_id)
-        return _envelope(view)
+        return await _envelope(state.ledger, view)
     await state.waiter.ensure_started()
     # Watch first, read second: a change committed in between still wakes this request.
-    with state.waiter.watch(key) as watch:
+    with state.waiter.watch(key, until_terminal=until == "terminal") as watch:
         caller, view = await run_in_threadpool(jobs.get_as, state.ledger, token, key)
-        first = view.status
-        deadline = asyncio.get_running_loop().time() + wait
-        while not view.terminal and view.status == first:
-            remaining = deadline - asyncio.get_running_loop().time()
-            watch.known_position = view.ledger_position
-            if remaining <= 0 or not await watch.changed(remaining):
-                break
-            view = await run_in_threadpool(jobs.get, state.ledger, key, caller)
-    return _envelope(view)
+
+        def read() -> JobView:
+            return jobs.get(state.ledger, key, caller)
+
+        view, _ = await settle(watch, view, read, wait, until=until)
+    return await _envelope(state.ledger, view)
 
 
-def _envelope(view: JobView) -> Response:
-    return Response(envelope(view).model_dump_json(), media_type="application/json")
+async def _envelope(ledger: Ledger, view: JobView) -> Response:
+    waiting = None if view.terminal else await run_in_threadpool(jobs.waiting_of, ledger, view)
+    return Response(envelope(view, waiting).model_dump_json(), media_type="application/json")
 
 
 @router.get(

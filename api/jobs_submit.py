@@ -6,28 +6,30 @@ carrying its job_id. The same idempotency key and body replays the first answer.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
 import orjson
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
-from api.auth import require
+from api.auth import check_role, token_of
 from api.handlers import validation_problem
-from api.limits import read_json
+from api.limits import json_of
 from api.models import SubmitAccepted, SubmitBody
 from api.openapi import SUBMIT_DESCRIPTIONS, problems
 from api.problems import ApiProblem, forbidden, invalid_input
-from api.state import state_of
+from api.state import ApiState, state_of
 from ledger.access import ALL_ACCOUNTS
 from ledger.codes import Code, Status
 from ledger.decisions import Caller, JobRequest
+from ledger.errors import NotAuthenticatedError
 from ledger.job_view import JobView
-from ledger.services.submit import submit
-from ledger.token_view import TokenView
+from ledger.services import tokens
+from ledger.services.submit import Submitted, submit
+from ledger.tracing import TraceRecord, parse_traceparent
 
 router = APIRouter(tags=["jobs"])
 
@@ -68,23 +70,69 @@ def poll_url(job_id: str) -> str:
         },
         **problems(401, 403, 409, 413, 415, 422, 429, 503, overrides=SUBMIT_DESCRIPTIONS),
     },
-    openapi_extra={"requestBody": _REQUEST_BODY},
+    openapi_extra={"requestBody": _REQUEST_BODY, "security": [{"bearer": []}]},
 )
-async def submit_job(
-    request: Request, agent: Annotated[TokenView, Depends(require("agent"))]
-) -> Response:
-    if agent.account == ALL_ACCOUNTS:
-        raise forbidden("account", "Jobs belong to one account: use a token for that account.")
-    body = _parse(await read_json(request))
+async def submit_job(request: Request) -> Response:
+    token = token_of(request)  # a missing or malformed header is a 401 before anything else
+    content_type = request.headers.get("content-type", "")
+    content = await request.body()
+    state = state_of(request)
+    # W3C Trace Context: the decision's span continues the caller's trace; a malformed
+    # header is ignored (a new trace), never an error (docs/tracing.md).
+    headers = request.headers
+    trace = parse_traceparent(headers.get("traceparent"), headers.get("tracestate"))
+    # One thread hop for the token's check and the decision (the hottest route: a dependency
+    # would cost a hop and a resolution of its own). The token is checked first: a caller
+    # without one learns nothing about the body.
+    submitted = await run_in_threadpool(_submit, state, token, content_type, content, trace)
+    return answer(submitted.view)
+
+
+def _submit(
+    state: ApiState,
+    token: str,
+    content_type: str,
+    content: bytes,
+    trace: TraceRecord | None = None,
+) -> Submitted:
+    # Admitted without a read when this process knows the token: the decision's append
+    # re-checks that it is not revoked (`recheck_token`), so a revoked token records nothing.
+    agent = state.tokens.admit(token)
+    try:
+        check_role(agent, "agent")
+        if agent.account == ALL_ACCOUNTS:
+            raise forbidden("account", "Jobs belong to one account: use a token for that account.")
+        body = _parse(json_of(content_type, content))
+    except ApiProblem:
+        # Nothing will be written to re-check the token: a revoked one hears 401, not this.
+        _still_good(state, token)
+        raise
     caller = Caller(
         account=agent.account,
         token_id=agent.token_id,
         tools=frozenset(agent.tools) if agent.tools is not None else None,
+        recheck_token=True,
     )
-    job = JobRequest(tool=body.tool, args=body.args, idempotency_key=body.idempotency_key)
-    state = state_of(request)
-    submitted = await run_in_threadpool(submit, state.ledger, caller, job, state.dispatcher)
-    return answer(submitted.view)
+    job = JobRequest(
+        tool=body.tool,
+        args=body.args,
+        idempotency_key=body.idempotency_key,
+        start_within_s=body.start_within_s,
+        budget_bytes=body.budget_bytes,
+    )
+    try:
+        return submit(state.ledger, caller, job, state.outbox, trace)
+    except NotAuthenticatedError:
+        state.tokens.forget(token)
+        raise
+
+
+def _still_good(state: ApiState, token: str) -> None:
+    try:
+        tokens.authenticate(state.ledger, token)
+    except NotAuthenticatedError:
+        state.tokens.forget(token)
+        raise
 
 
 def _parse(document: Any) -> SubmitBody:

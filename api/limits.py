@@ -7,6 +7,8 @@
 - Media type: only a JSON body is read (415 otherwise), whatever its bytes look like.
 - Integers: one beyond 64 bits is refused (422); the parser would make it a float, and two
   different bodies could then hash as the same request.
+- Syntax: a body that is not well-formed JSON is a 400 (a well-formed one that breaks the
+  schema is a 422).
 """
 
 from __future__ import annotations
@@ -18,7 +20,13 @@ import orjson
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from api.problems import invalid_input, problem_response, too_large, unsupported_media_type
+from api.problems import (
+    invalid_input,
+    malformed_json,
+    problem_response,
+    too_large,
+    unsupported_media_type,
+)
 
 MAX_BODY_BYTES = 256 * 1024
 MAX_JSON_DEPTH = 32
@@ -118,10 +126,14 @@ def _content_length(scope: Scope) -> int | None:
 
 
 async def read_json(request: Request, max_depth: int = MAX_JSON_DEPTH) -> Any:
-    """The request's JSON document, or a problem naming what is wrong with it (415, 422)."""
-    if not is_json_media_type(request.headers.get("content-type", "")):
+    """The request's JSON document, or a problem naming what is wrong with it (400, 415, 422)."""
+    return json_of(request.headers.get("content-type", ""), await request.body(), max_depth)
+
+
+def json_of(content_type: str, body: bytes, max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """`read_json` once the body is read (blocking-free: for a route that decodes it later)."""
+    if not is_json_media_type(content_type):
         raise unsupported_media_type()
-    body = await request.body()
     if not body.strip():
         raise invalid_input("The request needs a JSON body.", missing=True)
     if nests_deeper_than(body, max_depth):
@@ -134,4 +146,4 @@ async def read_json(request: Request, max_depth: int = MAX_JSON_DEPTH) -> Any:
     try:
         return orjson.loads(body)
     except orjson.JSONDecodeError:
-        raise invalid_input("The request body is not valid JSON.") from None
+        raise malformed_json() from None

@@ -15,7 +15,6 @@ from api.openapi import problems
 from api.problems import forbidden
 from api.state import state_of
 from ledger.access import account_scope
-from ledger.settings import load_settings
 from observability import exposition
 from observability.metrics import install
 
@@ -38,8 +37,9 @@ install()  # this process's latencies (decisions, and outcomes when a worker run
     responses=TEXT | problems(401, 403, 503),
 )
 def metrics(request: Request, _scheme: Scheme) -> Response:
-    ledger = state_of(request).ledger
-    if not load_settings().metrics_open:
+    state = state_of(request)
+    ledger = state.ledger
+    if not state.settings.metrics_open:
         caller = authenticate(request)
         if caller.role not in READERS or account_scope(caller.account) is not None:
             raise forbidden(

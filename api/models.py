@@ -6,14 +6,33 @@ import uuid
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic_core import PydanticCustomError
 
+from ledger import identifiers
 from ledger.codes import Code, Status
 from ledger.job_view import JobEnvelope
+from ledger.queueing import MAX_START_WITHIN_S, MIN_START_WITHIN_S
 
-# No control characters (NUL above all: neither database stores it in text).
-PRINTABLE = r"^[^\x00-\x1f\x7f]+$"
+# No control characters (NUL above all: neither database stores it in text), nor bidirectional
+# controls or zero-width characters (`ledger.identifiers`).
+PRINTABLE = identifiers.PATTERN
 ACCOUNT = r"^[a-z0-9][a-z0-9_-]*$"
+
+
+def _visible(what: str) -> AfterValidator:
+    """PRINTABLE as a check that names the character it refuses by code point (a `pattern`
+    constraint would only say that the text does not match)."""
+
+    def checked(text: str) -> str:
+        if (reason := identifiers.problem(what, text)) is not None:
+            raise PydanticCustomError("unsafe_character", reason)
+        return text
+
+    return AfterValidator(checked)
+
+
+visible = _visible  # the same check, for the bodies other route modules declare
 
 
 class Documented(BaseModel):
@@ -38,10 +57,42 @@ class SubmitBody(BaseModel):
         },
     )
 
-    tool: Annotated[str, Field(min_length=1, max_length=200, pattern=PRINTABLE)]
+    tool: Annotated[
+        str,
+        Field(min_length=1, max_length=200, json_schema_extra={"pattern": PRINTABLE}),
+        _visible("the tool name"),
+    ]
     args: dict[str, Any]
-    idempotency_key: Annotated[
-        str | None, Field(min_length=1, max_length=200, pattern=PRINTABLE)
+    idempotency_key: (
+        Annotated[
+            str,
+            Field(min_length=1, max_length=200, json_schema_extra={"pattern": PRINTABLE}),
+            _visible("the idempotency key"),
+        ]
+        | None
+    ) = None
+    start_within_s: Annotated[
+        float | None,
+        Field(
+            ge=MIN_START_WITHIN_S,
+            le=MAX_START_WITHIN_S,
+            allow_inf_nan=False,
+            description=(
+                "Seconds the job may wait for a worker before it is closed as never started "
+                "(OUTCOME_MISSING, never_started); capped by the tool's own (its catalog "
+                "entry's start_within_s, 600 by default). A backlog that would not start it "
+                "in time is refused now (429 QUOTA_EXCEEDED, cause backlog, Retry-After)."
+            ),
+        ),
+    ] = None
+    budget_bytes: Annotated[
+        int | None,
+        Field(
+            strict=True,
+            description="The most the answer may take, as JSON bytes: at most the tool's "
+            "`max_result_bytes` (at least 256); a bigger answer comes back cut to fit, and "
+            "its envelope's `budget` says what was left out",
+        ),
     ] = None
 
 

@@ -14,6 +14,7 @@ from fastapi.openapi.utils import get_openapi
 from api.problems import PROBLEM_JSON, Problem
 
 DESCRIPTIONS = {
+    400: "The request body is not well-formed JSON (INPUT_INVALID).",
     401: "No valid token: missing, unknown or revoked (ACCESS_DENIED).",
     403: "The token's role, account or tools do not allow this (ACCESS_DENIED).",
     404: "No such job for this token: unknown ids and other accounts' ids get the same body "
@@ -21,8 +22,7 @@ DESCRIPTIONS = {
     409: "Refused and recorded, with its job_id: a brake holds this work (BRAKE_ENGAGED).",
     413: "The request body is larger than the limit (INPUT_INVALID).",
     415: "The request body is not JSON (INPUT_INVALID).",
-    422: "Malformed JSON, wrong types, missing fields or nesting too deep (INPUT_INVALID, "
-    "INPUT_MISSING).",
+    422: "Wrong types, missing fields or nesting too deep (INPUT_INVALID, INPUT_MISSING).",
     429: "Refused and recorded, with its job_id: the tool's quota is used up (QUOTA_EXCEEDED).",
     503: "The ledger's database is unavailable (SOURCE_UNRELIABLE); retry after Retry-After.",
 }
@@ -30,9 +30,12 @@ SUBMIT_DESCRIPTIONS = {
     403: "Refused and recorded, with its job_id: this token may not call the tool; or the "
     "token is not an agent's token of one account (then job_id is null) (ACCESS_DENIED).",
     422: "Refused and recorded, with its job_id: the tool is unavailable (CAPABILITY_UNAVAILABLE)"
-    " or the args miss or break its schema (INPUT_MISSING, INPUT_INVALID); or the body itself is"
-    " malformed (or holds an integer beyond 64 bits), or its idempotency key was used with"
-    " another body (job_id null).",
+    " or the args miss or break its schema (INPUT_MISSING, INPUT_INVALID); or the body itself"
+    " breaks the request's schema (or holds an integer beyond 64 bits), or its idempotency key"
+    " was used with another body (job_id null).",
+    429: "Refused and recorded, with its job_id: the tool's quota is used up, or the backlog "
+    "would not start it in time (QUOTA_EXCEEDED); or the account submits faster than its rate "
+    "limit (cause rate_limit): then nothing is recorded and job_id is null.",
 }
 
 _RETRY_AFTER = {
@@ -69,6 +72,8 @@ def build_openapi(app: FastAPI) -> dict[str, Any]:
         )
         for path_item in schema["paths"].values():
             for operation in path_item.values():
+                if "requestBody" in operation:  # whatever reads a body can find it no JSON
+                    operation["responses"].setdefault("400", {"description": DESCRIPTIONS[400]})
                 _problem_bodies(operation["responses"])
         # FastAPI's own validation-error shapes are never sent: every 422 is a Problem.
         for unused in ("HTTPValidationError", "ValidationError"):
@@ -86,6 +91,9 @@ def _problem_bodies(responses: dict[str, Any]) -> None:
         code = int(status)
         if code < 400:
             continue
-        response["content"] = {PROBLEM_JSON: {"schema": {"$ref": "#/components/schemas/Problem"}}}
+        # A route's own kind of Problem (one with extension members) keeps its schema.
+        declared = response.get("content", {}).get("application/json", {}).get("schema")
+        schema = declared or {"$ref": "#/components/schemas/Problem"}
+        response["content"] = {PROBLEM_JSON: {"schema": schema}}
         if code in HEADERS:
             response["headers"] = HEADERS[code]

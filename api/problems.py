@@ -1,10 +1,12 @@
 """Every error is `application/problem+json` (contract §6): type, title, status, detail, job_id
-and the ten-key `error` object of the envelope. One builder, so no error answers differently.
+and the ten-key `error` object of the envelope. One builder, so no error answers differently:
+`detail` is always the error's `message` (one sentence, said once, never two versions of it).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field
@@ -12,6 +14,7 @@ from starlette.responses import Response
 
 from ledger.codes import Code
 from ledger.error_info import ErrorInfo
+from ledger.job_view import JobEnvelope
 
 PROBLEM_JSON = "application/problem+json"
 # A URN: the problem type names the code; it is not a page to fetch.
@@ -29,6 +32,7 @@ TITLES = {
     Code.OUTCOME_MISSING: "Outcome missing",
     Code.TOOL_CRASHED: "Tool crashed",
     Code.DEADLINE_EXCEEDED: "Deadline exceeded",
+    Code.NOT_CANCELLABLE: "Not cancellable",
 }
 
 
@@ -46,9 +50,15 @@ class Problem(BaseModel):
     type: str = Field(description="urn:outcome-ledger:problem:<code>")
     title: str
     status: int
-    detail: str
+    detail: str = Field(description="The same sentence as error.message")
     job_id: str | None = Field(description="The job recorded for this request, else null")
     error: ProblemError
+
+
+class NotCancellableProblem(Problem):
+    """A cancel refused: the job had started or ended, and was left as it is."""
+
+    job: JobEnvelope = Field(description="The job's envelope as the cancel found it")
 
 
 class ApiProblem(Exception):
@@ -58,36 +68,44 @@ class ApiProblem(Exception):
         self,
         status: int,
         error: ErrorInfo,
-        detail: str | None = None,
         *,
         job_id: str | None = None,
         headers: Mapping[str, str] | None = None,
+        members: Mapping[str, Any] | None = None,
     ) -> None:
-        super().__init__(detail or error.message)
+        super().__init__(error.message)
         self.status = status
         self.error = error
-        self.detail = detail or error.message
         self.job_id = job_id
         self.headers = dict(headers or {})
+        self.members = dict(members or {})  # extension members (RFC 9457 §3.2), after ours
+
+    @property
+    def detail(self) -> str:
+        return self.error.message
 
 
 def problem_body(
-    status: int, error: ErrorInfo, detail: str | None = None, job_id: str | None = None
+    status: int,
+    error: ErrorInfo,
+    job_id: str | None = None,
+    members: Mapping[str, Any] | None = None,
 ) -> bytes:
     return orjson.dumps(
         {
             "type": TYPE_PREFIX + error.code.value.lower().replace("_", "-"),
             "title": TITLES[error.code],
             "status": status,
-            "detail": detail or error.message,
+            "detail": error.message,
             "job_id": job_id,
             "error": error.model_dump(mode="json"),
+            **(members or {}),
         }
     )
 
 
 def problem_response(problem: ApiProblem) -> Response:
-    body = problem_body(problem.status, problem.error, problem.detail, problem.job_id)
+    body = problem_body(problem.status, problem.error, problem.job_id, problem.members)
     return Response(body, problem.status, headers=problem.headers, media_type=PROBLEM_JSON)
 
 
@@ -106,16 +124,16 @@ def unauthorized() -> ApiProblem:
     return ApiProblem(401, error, headers={"WWW-Authenticate": "Bearer"})
 
 
-def forbidden(needed: str, detail: str) -> ApiProblem:
+def forbidden(needed: str, message: str) -> ApiProblem:
     error = ErrorInfo(
         code=Code.ACCESS_DENIED,
         dependency="ledger",
         operation="authorize the request",
         required_capability=needed,
         fix="use a token whose role and account allow this request",
-        message="This token may not do this.",
+        message=message,
     )
-    return ApiProblem(403, error, detail)
+    return ApiProblem(403, error)
 
 
 def job_not_found() -> ApiProblem:
@@ -125,9 +143,40 @@ def job_not_found() -> ApiProblem:
         dependency="ledger",
         operation="read the job",
         fix="use a job id returned by POST /v1/jobs to a token of the same account",
-        message="No such job.",
+        message="No job with this id is visible to this token.",
     )
-    return ApiProblem(404, error, "No job with this id is visible to this token.")
+    return ApiProblem(404, error)
+
+
+def not_cancellable(error: ErrorInfo, job: Mapping[str, Any]) -> ApiProblem:
+    """409: the job had started or ended; nothing was changed. `job`: its envelope (`job_id`
+    stays null: this request recorded nothing)."""
+    return ApiProblem(409, error, members={"job": job})
+
+
+def webhook_not_found() -> ApiProblem:
+    error = ErrorInfo(
+        code=Code.REFERENCE_UNRESOLVED,
+        dependency="ledger",
+        operation="read the webhook",
+        fix="use a webhook id returned by POST /v1/webhooks to a token of the same account",
+        message="No webhook with this id is visible to this token.",
+    )
+    return ApiProblem(404, error)
+
+
+def webhooks_unavailable(message: str) -> ApiProblem:
+    error = ErrorInfo(
+        code=Code.CAPABILITY_UNAVAILABLE,
+        dependency="ledger",
+        operation="seal the webhook's signing secret",
+        required_capability="secrets key",
+        retryable=True,
+        fix="an operator sets OUTCOMES_SECRETS_KEY on the API (docs/secrets.md)",
+        message=message[:1].upper() + message[1:] + ".",
+        retry_after_s=60,
+    )
+    return ApiProblem(503, error, headers={"Retry-After": "60"})
 
 
 def route_not_found() -> ApiProblem:
@@ -161,6 +210,30 @@ def invalid_input(message: str, *, missing: bool = False, fix: str | None = None
         message=message,
     )
     return ApiProblem(422, error)
+
+
+def malformed_json() -> ApiProblem:
+    """400: the body is not well-formed JSON (a document that parses but breaks the schema is
+    a 422: the request was read, and is wrong)."""
+    error = ErrorInfo(
+        code=Code.INPUT_INVALID,
+        dependency="ledger",
+        operation="read the request body",
+        fix="send one well-formed JSON document (RFC 8259: no NaN, no trailing commas)",
+        message="The request body is not valid JSON.",
+    )
+    return ApiProblem(400, error)
+
+
+def bad_request(message: str = "The request could not be read.") -> ApiProblem:
+    error = ErrorInfo(
+        code=Code.INPUT_INVALID,
+        dependency="ledger",
+        operation="read the request",
+        fix="send a well-formed HTTP request as /openapi.json describes",
+        message=message,
+    )
+    return ApiProblem(400, error)
 
 
 def too_large(limit: int) -> ApiProblem:

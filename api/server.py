@@ -1,8 +1,15 @@
 """Running the API under uvicorn: in the foreground (`outcomes serve`) or in a background
-thread (the demo and tests that need a real HTTP server on 127.0.0.1)."""
+thread (the demo and tests that need a real HTTP server on 127.0.0.1).
+
+Connection settings come from the environment (ledger.settings; docs/deploy.md, "Behind a
+load balancer"): X-Forwarded-Proto/-For are believed only from OUTCOMES_FORWARDED_ALLOW_IPS,
+and one process serves at most OUTCOMES_MAX_CONNECTIONS connections at once (past that,
+uvicorn answers 503 and closes the connection)."""
 
 from __future__ import annotations
 
+import logging
+import resource
 import threading
 import time
 from typing import Any
@@ -12,8 +19,13 @@ import uvicorn
 from api.app import create_app
 from ledger.dispatch import Dispatcher
 from ledger.services.ledger import Ledger
-from ledger.settings import load_settings
-from observability import logs
+from ledger.settings import Settings, load_settings
+from observability import logs, tracing
+
+log = logging.getLogger(__name__)
+# File descriptors a process keeps besides its clients' connections: the database pool, the
+# broker, logs, the embedded worker's pipes.
+SPARE_FILES = 64
 
 
 def _config(
@@ -21,17 +33,38 @@ def _config(
     dispatcher: Dispatcher | None,
     host: str,
     port: int,
-    log: str,
+    log_level: str,
     log_config: dict[str, Any] | None = uvicorn.config.LOGGING_CONFIG,
+    settings: Settings | None = None,
 ) -> uvicorn.Config:
+    settings = settings or load_settings()
     return uvicorn.Config(
-        create_app(ledger, dispatcher),
+        create_app(ledger, dispatcher, settings=settings),
         host=host,
         port=port,
-        log_level=log,
+        log_level=log_level,
         log_config=log_config,
         access_log=False,  # request lines carry no tokens, but keep logs quiet by default
-        proxy_headers=False,
+        # Never uvicorn's own default (trust 127.0.0.1, or FORWARDED_ALLOW_IPS): only the
+        # proxies named in OUTCOMES_FORWARDED_ALLOW_IPS may say which scheme a client used.
+        proxy_headers=bool(settings.forwarded_allow_ips),
+        forwarded_allow_ips=list(settings.forwarded_allow_ips) or None,
+        # uvicorn answers 503 once the open connections reach its limit, the asking one
+        # counted: one more, so that OUTCOMES_MAX_CONNECTIONS connections are all served.
+        limit_concurrency=settings.max_connections + 1,
+        timeout_keep_alive=max(1, round(settings.keep_alive_s)),
+    )
+
+
+def connection_warning(settings: Settings) -> str | None:
+    """A cap above what the process may open is no cap: accepts fail before it is reached."""
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or settings.max_connections + SPARE_FILES <= soft:
+        return None
+    return (
+        f"OUTCOMES_MAX_CONNECTIONS is {settings.max_connections} but this process may open "
+        f"{soft} files: raise the limit (ulimit -n {settings.max_connections + SPARE_FILES}) "
+        "or lower OUTCOMES_MAX_CONNECTIONS"
     )
 
 
@@ -41,12 +74,19 @@ def serve(
     host: str = "127.0.0.1",
     port: int = 8000,
     log_level: str = "info",
+    *,
+    settings: Settings | None = None,
 ) -> None:
-    log_format = load_settings().log_format
+    """Serve until stopped; `settings`: the process's, when its starter read them already."""
+    settings = settings or load_settings()
+    log_format = settings.log_format
     logs.install(log_format, log_level.upper())
+    tracing.install_from_env("outcome-ledger-api")  # when OTEL_* ask for it (docs/tracing.md)
+    if warning := connection_warning(settings):
+        log.warning("%s", warning)
     # JSON: uvicorn's own lines go through the root handler too, so every line is one object.
     own = None if log_format == "json" else uvicorn.config.LOGGING_CONFIG
-    uvicorn.Server(_config(ledger, dispatcher, host, port, log_level, own)).run()
+    uvicorn.Server(_config(ledger, dispatcher, host, port, log_level, own, settings)).run()
 
 
 class BackgroundServer:

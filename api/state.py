@@ -9,16 +9,20 @@ from typing import cast
 from starlette.requests import Request
 
 from api.waiter import JobWaiter
-from ledger.dispatch import Dispatcher
 from ledger.services.ledger import Ledger
+from ledger.services.outbox import Outbox
+from ledger.services.tokens import AdmittedTokens
+from ledger.settings import Settings
 
 
 @dataclass(frozen=True)
 class ApiState:
     ledger: Ledger
-    dispatcher: Dispatcher | None
+    outbox: Outbox | None  # None: decisions only; the reconciler's relay publishes them
     waiter: JobWaiter
+    tokens: AdmittedTokens  # for submits, whose decision re-checks the token as it is written
+    settings: Settings  # read once, when the app was made
 
 
 def state_of(request: Request) -> ApiState:
-    return cast(ApiState, request.app.state.ledger)
+    return cast(ApiState, request.app.state.api)

@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import logging
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from starlette.concurrency import run_in_threadpool
@@ -36,6 +36,9 @@ LISTEN_READY_S = 2.0  # how long a first waiter waits for LISTEN before relying 
 class Watch:
     job_id: str
     on_wait: Callable[[str], None] | None = None
+    # Waits for the outcome only: a pushed hint that the job moved on without ending (it
+    # started, it is retrying) does not wake it, sparing a read. The poll still does.
+    until_terminal: bool = False
     # The position the request last read; until its first read, nothing is worth a wake-up
     # from the poller (that read comes after registering, so it sees any change already).
     known_position: int = sys.maxsize
@@ -90,8 +93,8 @@ class JobWaiter:
         self._loop = None
 
     @contextlib.contextmanager
-    def watch(self, job_id: str) -> Iterator[Watch]:
-        watch = Watch(job_id, self.on_wait)
+    def watch(self, job_id: str, *, until_terminal: bool = False) -> Iterator[Watch]:
+        watch = Watch(job_id, self.on_wait, until_terminal)
         self._watches.setdefault(job_id, set()).add(watch)
         try:
             yield watch
@@ -102,10 +105,13 @@ class JobWaiter:
                 if not mine:
                     del self._watches[job_id]
 
-    def wake(self, job_ids: Iterable[str]) -> None:
+    def wake(self, job_ids: Iterable[str], ended: Collection[str] | None = None) -> None:
+        """Wake the watches of these jobs; with `ended` (the ones that reached an outcome),
+        a watch that waits for the outcome only wakes for those."""
         for job_id in job_ids:
             for watch in self._watches.get(job_id, ()):
-                watch.event.set()
+                if ended is None or not watch.until_terminal or job_id in ended:
+                    watch.event.set()
 
     def wake_all(self) -> None:
         """After a (re)connect: notifications may have been lost meanwhile."""

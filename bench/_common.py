@@ -1,5 +1,6 @@
-"""Helpers the benchmarks share: a scratch Postgres database, the ledger's store on it, timing,
-medians and a table."""
+"""Helpers the benchmarks share: a scratch Postgres database, the ledger migrated on it (through
+the front door: `open_ledger` and `ledger.services.admin.migrate`), timing, medians and a table.
+The store itself, for the benchmarks that measure it: bench/_store.py."""
 
 from __future__ import annotations
 
@@ -17,8 +18,8 @@ import psycopg
 from psycopg import sql
 from sqlalchemy.engine import make_url
 
-from ledger.persistence.engine import make_engine, normalize_url
-from ledger.persistence.store import SqlStore
+from ledger.services import admin
+from ledger.services.ledger import open_ledger
 
 # The CI machines' Postgres service (contract §7): trust auth, superuser `postgres`.
 ADMIN_URL = os.environ.get(
@@ -26,15 +27,22 @@ ADMIN_URL = os.environ.get(
 )
 
 
+def _with_driver(url: str, drivername: str) -> str:
+    parsed = make_url(url)
+    if parsed.get_backend_name() in ("postgresql", "postgres"):
+        parsed = parsed.set(drivername=drivername)
+    return parsed.render_as_string(hide_password=False)
+
+
 def sqlalchemy_url(url: str) -> str:
-    """The URL as the ledger's engine wants it (postgresql+psycopg://)."""
-    return normalize_url(url)
+    """The URL as the ledger's engine wants it (postgresql+psycopg://; others unchanged): what
+    `OUTCOMES_DATABASE_URL` and a Celery `db+` backend are given."""
+    return _with_driver(url, "postgresql+psycopg")
 
 
 def libpq_url(url: str) -> str:
     """The URL as plain psycopg wants it (postgresql://, no SQLAlchemy driver suffix)."""
-    parsed = make_url(normalize_url(url)).set(drivername="postgresql")
-    return parsed.render_as_string(hide_password=False)
+    return _with_driver(url, "postgresql")
 
 
 def _admin_execute(admin_url: str, statement: sql.Composed) -> None:
@@ -59,16 +67,11 @@ def scratch_database(prefix: str, admin_url: str = ADMIN_URL) -> Iterator[str]:
         _admin_execute(admin_url, drop)
 
 
-def sql_store(url: str, *, pool_size: int = 5) -> SqlStore:
-    """The ledger's store on this database, as `open_store` opens it; a SqlStore, because the
-    benchmarks also look at its tables (`connection()`) and its engine. Close it when done."""
-    return SqlStore(make_engine(sqlalchemy_url(url), pool_size=pool_size))
-
-
 def migrate(url: str) -> None:
-    """Create or upgrade the ledger's schema in this database, to head."""
-    with sql_store(url, pool_size=1) as store:
-        store.upgrade_schema()
+    """Create or upgrade the ledger's schema in this database, to head, as `outcomes migrate`
+    does."""
+    with open_ledger(sqlalchemy_url(url), pool_size=1) as ledger:
+        admin.migrate(ledger)
 
 
 def server_settings(conn: psycopg.Connection[Any], names: Sequence[str]) -> dict[str, str]:
@@ -148,6 +151,28 @@ class Summary:
     @property
     def median_cpu_us(self) -> float | None:
         return statistics.median(self.cpu_us) if self.cpu_us else None
+
+
+def durable_commit_ms(url: str, commits: int = 100) -> float:
+    """Median milliseconds of one durable commit (an insert, then COMMIT waiting for the WAL's
+    flush) on this database: the floor under anything that records before it answers."""
+    seconds = []
+    table = sql.Identifier(f"durable_probe_{os.getpid()}")  # logged: a temp table is not
+    with psycopg.connect(libpq_url(url), autocommit=False) as conn:
+        conn.execute(sql.SQL("CREATE TABLE {} (x int)").format(table))
+        conn.execute("SET synchronous_commit = on")
+        conn.commit()
+        try:
+            for _ in range(commits):
+                begun = time.perf_counter()
+                conn.execute(sql.SQL("INSERT INTO {} VALUES (1)").format(table))
+                conn.commit()
+                seconds.append(time.perf_counter() - begun)
+        finally:
+            conn.rollback()
+            conn.execute(sql.SQL("DROP TABLE {}").format(table))
+            conn.commit()
+    return 1000 * statistics.median(seconds)
 
 
 def render_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:

@@ -57,14 +57,12 @@ from bench._common import (
     render_table,
     scratch_database,
     server_settings,
-    sql_store,
     timed,
 )
+from bench._store import AppendStatus, JobAppend, SqlStore, sql_store
 from ledger.chain import event_hash, normalize_data
 from ledger.events import JobAccepted, NewEvent, WorkStarted, job_id_of, job_stream
 from ledger.job_view import JobView
-from ledger.persistence.appends import AppendStatus, JobAppend
-from ledger.persistence.store import SqlStore
 
 GOAL = 0.7
 WARMUP_N = 200

@@ -4,8 +4,9 @@ Run:  .venv/bin/python -m bench.console [--jobs 100000] [--requests 40] [--datab
 
 1. Fill: a scratch Postgres database `outcomes_bench_console_<pid>` (dropped afterwards; or
    --database-url) gets `--jobs` jobs through the store's own batched append
-   (`Store.append_jobs`, one `outcomes_append_jobs` statement per 1000 jobs): each job's whole
-   history (decision, start, outcome) sealed and folded as a worker would record it. The mix:
+   (`Store.append_jobs`, one `outcomes_append_jobs` statement per 1000 jobs, bench/_store.py):
+   each job's whole history (decision, start, outcome) sealed and folded as a worker would
+   record it. The brakes and the auditor's token go through the use cases. The mix:
    succeeded, tool failures, refusals (some by brakes), OUTCOME_MISSING worker_lost on paid
    tools and never_started, and open jobs, over 10 accounts and 5 tools; 20 brakes, half
    released.
@@ -44,9 +45,9 @@ from bench._common import (
     migrate,
     render_table,
     scratch_database,
-    sql_store,
     sqlalchemy_url,
 )
+from bench._store import JobAppend
 from bench.poll import free_port
 from ledger.brakes import brake_error
 from ledger.codes import Code, OutcomeMissingCause
@@ -61,10 +62,8 @@ from ledger.events import (
     WorkStarted,
     WorkSucceeded,
 )
-from ledger.persistence.appends import JobAppend
-from ledger.persistence.base import Store
 from ledger.services import brakes, tokens
-from ledger.services.ledger import Ledger
+from ledger.services.ledger import Ledger, open_ledger
 
 BATCH = 1000
 ACCOUNTS = tuple(f"acct-{i}" for i in range(10))
@@ -130,9 +129,8 @@ def _history(number: int, rng: random.Random, held: list[str]) -> list[NewEvent]
     ]
 
 
-def fill(store: Store, jobs: int, seed: int = 7) -> tuple[list[str], str]:
+def fill(ledger: Ledger, jobs: int, seed: int = 7) -> tuple[list[str], str]:
     """`jobs` jobs and 20 brakes (half released); returns some job ids and an auditor token."""
-    ledger = Ledger(store)
     pulled = [
         brakes.pull(ledger, f"tool:{TOOLS[i % len(TOOLS)]}", f"bench brake {i}", "bench")
         for i in range(20)
@@ -150,7 +148,7 @@ def fill(store: Store, jobs: int, seed: int = 7) -> tuple[list[str], str]:
             items.append(JobAppend(job_id, _history(number, rng, held), None, notify=False))
             if number % 997 == 0:
                 sample.append(job_id)
-        store.append_jobs(items)
+        ledger.store.append_jobs(items)
         if first and first % 20_000 == 0:
             print(f"  {first} jobs in {time.perf_counter() - started:.0f} s", file=sys.stderr)
     token = tokens.create(ledger, "*", "auditor", None, "bench").token
@@ -214,9 +212,9 @@ def main() -> None:
     options = parser.parse_args()
     with exit_cleanly_on_sigterm(), _database(options.database_url) as url:
         migrate(url)
-        with sql_store(url) as store:
+        with open_ledger(sqlalchemy_url(url)) as ledger:
             started = time.perf_counter()
-            sample, token = fill(store, options.jobs)
+            sample, token = fill(ledger, options.jobs)
             print(
                 f"filled {options.jobs} jobs in {time.perf_counter() - started:.0f} s",
                 file=sys.stderr,

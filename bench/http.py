@@ -42,7 +42,7 @@ from pathlib import Path
 
 import httpx
 
-from bench._common import migrate, render_table, scratch_database, sql_store, sqlalchemy_url
+from bench._common import migrate, render_table, scratch_database, sqlalchemy_url
 from bench.poll import free_port
 from bench.throughput_tasks import (
     BACKEND_ENV,
@@ -63,7 +63,7 @@ from bench.throughput_workers import (
     worker_env,
 )
 from ledger.services import tokens
-from ledger.services.ledger import Ledger
+from ledger.services.ledger import open_ledger
 
 GOAL = 0.4
 OURS, BARE, PEER = "ours", "bare_celery", "fastapi_celery"
@@ -71,6 +71,10 @@ BROKER = os.environ.get("OUTCOMES_BENCH_BROKER_URL", "amqp://guest:guest@127.0.0
 REDIS = os.environ.get("OUTCOMES_BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
 TOOLS = "bench.throughput_tools"
 POOL = Pool("threads", 16, "WARNING")
+FOLLOW: dict[str, str | int] = {
+    "wait": 30,
+    "until": "terminal",
+}  # one long-poll per job, to its end
 
 
 def in_threads(n: int, threads: int, one: Callable[[int], None]) -> float:
@@ -96,8 +100,11 @@ def in_threads(n: int, threads: int, one: Callable[[int], None]) -> float:
 
 
 @contextmanager
-def http_server(name: str, argv: list[str], env: dict[str, str], logs: Path) -> Iterator[str]:
-    """Run `argv --port P` (a uvicorn server) until it answers /readyz; yield its base URL."""
+def http_server(
+    name: str, argv: list[str], env: dict[str, str], logs: Path
+) -> Iterator[tuple[str, int]]:
+    """Run `argv --port P` (a uvicorn server) until it answers /readyz; yield its base URL
+    and its pid."""
     port = free_port()
     log_path = logs / f"{name}.log"
     with open(log_path, "wb") as log:
@@ -121,19 +128,19 @@ def http_server(name: str, argv: list[str], env: dict[str, str], logs: Path) -> 
             if child.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"{name} did not start: {log_path.read_text()}")
             time.sleep(0.05)  # polling the server's own readiness endpoint
-        yield base
+        yield base, child.pid
     finally:
         child.terminate()
         child.wait(timeout=15)
 
 
-def api_server(env: dict[str, str], logs: Path) -> AbstractContextManager[str]:
-    """`outcomes serve --api-only`: ours."""
+def api_server(env: dict[str, str], logs: Path) -> AbstractContextManager[tuple[str, int]]:
+    """`outcomes serve --api-only`: ours (its base URL and pid)."""
     argv = [str(Path(sys.executable).parent / "outcomes"), "serve", "--api-only"]
     return http_server("api", argv, env, logs)
 
 
-def peer_server(env: dict[str, str], logs: Path) -> AbstractContextManager[str]:
+def peer_server(env: dict[str, str], logs: Path) -> AbstractContextManager[tuple[str, int]]:
     """bench/http_peer.py under uvicorn: the HTTP peer."""
     argv = [sys.executable, "-m", "uvicorn", "bench.http_peer:app", "--log-level", "warning"]
     return http_server("peer", argv, env, logs)
@@ -154,7 +161,7 @@ def follow_round(
         if answer.status_code != 202:
             raise RuntimeError(f"submit: {answer.status_code} {answer.text}")
         poll = answer.json()["poll_url"]
-        while not (envelope := client.get(poll, params={"wait": 30}).json())["terminal"]:
+        while not (envelope := client.get(poll, params=FOLLOW).json())["terminal"]:
             pass
         if envelope["status"] != succeeded:
             raise RuntimeError(f"job {envelope['job_id']}: {envelope['status']}")
@@ -199,7 +206,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         logs = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-http-")))
         url = sqlalchemy_url(stack.enter_context(scratch_database("outcomes_http")))
         migrate(url)
-        with Ledger(sql_store(url, pool_size=1)) as ledger:
+        with open_ledger(url, pool_size=1) as ledger:
             token = tokens.create(ledger, "bench", "agent", None, "bench-http").token
         env = {
             "OUTCOMES_DATABASE_URL": url,
@@ -208,7 +215,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "OUTCOMES_QUEUE": queues["ours"],
         }
         stack.enter_context(running_worker("ours", ledger_worker_argv(POOL), env, logs))
-        base = stack.enter_context(api_server(env, logs))
+        base, _ = stack.enter_context(api_server(env, logs))
         counter = logs / "bare.counter"
         bare_env = {BROKER_ENV: BROKER, QUEUE_ENV: queues["bare"], COUNTER_ENV: str(counter)}
         bare_argv = baseline_worker_argv(POOL, queues["bare"], f"bench-http-{run}")
@@ -216,7 +223,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         peer_env = {BROKER_ENV: BROKER, QUEUE_ENV: queues["peer"], BACKEND_ENV: REDIS}
         peer_argv = baseline_worker_argv(POOL, queues["peer"], f"bench-http-peer-{run}")
         stack.enter_context(running_worker("peer_worker", peer_argv, peer_env, logs))
-        peer = stack.enter_context(peer_server(peer_env, logs))
+        peer, _ = stack.enter_context(peer_server(peer_env, logs))
         rounds: dict[str, Callable[[int], float]] = {
             OURS: lambda n: ours_round(base, token, n, options.clients),
             BARE: lambda n: bare_round(queues["bare"], counter, n, options.clients),

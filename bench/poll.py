@@ -14,10 +14,15 @@ process: keep-alive HTTP/1.1 connections in asyncio.
    send the same bearer token. Reported: median requests/s, p99 latency, and the median of
    the rounds' ratios ours / bare (each round's pair ran back to back, so a shared machine's
    changing load cancels out of the ratio; goal >= 0.8x).
-2. Wake-ups: `--waiters` long-polls (`?wait=60`) on as many queued jobs; once the server
+2. Wake-ups: `--waiters` long-polls (`?wait=60`) on as many running jobs; once the server
    holds them all, another thread records an outcome for each job, one every few ms, and the
    latency from the append returning (committed) to that job's answer arriving is taken.
    Reported: p50 / p99 / max (goal p99 <= 20 ms).
+
+The jobs are made as the product makes them, in this process: submitted (`submit`, the no-op
+tool of bench/throughput_tools.py), claimed (`claim`) and their outcomes recorded
+(`record_outcome`) as a worker records them. Only the bare endpoint reads the store itself
+(bench/_store.py): it is the floor the API's read is compared with.
 
 Speed is measured, not asserted: the script exits 0 either way. Without --database-url a
 scratch Postgres database `outcomes_bench_poll_<pid>` is created and dropped afterwards.
@@ -37,10 +42,8 @@ import sys
 import threading
 import time
 import urllib.request
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 
 import uvicorn
 from fastapi import FastAPI, HTTPException
@@ -52,22 +55,24 @@ from bench._common import (
     migrate,
     render_table,
     scratch_database,
-    sql_store,
     sqlalchemy_url,
 )
-from ledger.events import JobAccepted, NewEvent, WorkStarted, WorkSucceeded, job_stream
-from ledger.persistence.appends import NO_STREAM
-from ledger.persistence.base import Store
-from ledger.persistence.schema import jobs
-from ledger.persistence.sql_reads import SqlReads
-from ledger.persistence.store import SqlStore
+from bench._store import SqlReads, jobs
+from bench.throughput_tools import NOOP_TOOL
+from ledger.decisions import Caller, JobRequest
+from ledger.events import NewEvent, WorkSucceeded
+from ledger.job_view import JobView
 from ledger.services import tokens
-from ledger.services.ledger import Ledger
+from ledger.services.ledger import Ledger, open_ledger
+from ledger.services.submit import submit
+from ledger.services.work import ClaimResult, claim, record_outcome
 
 READ_GOAL, WAKE_GOAL_MS = 0.8, 20.0
 SEEDED_JOBS = 200
 OURS, BARE = "GET /v1/jobs/{id}", "bare SELECT endpoint"
 PACE_S = 0.003  # between recorded outcomes: wake-ups are measured one by one, not as a queue
+ACCOUNT, WORKER = "bench", "bench-poll:1"
+LEASE_S = 600.0  # the running jobs outlive the run: no reconciler runs, but say it
 
 
 @dataclass(frozen=True)
@@ -109,13 +114,13 @@ class NoDispatch:
         return None
 
 
-def bench_app(store: SqlStore) -> FastAPI:
-    app = create_app(Ledger(store), NoDispatch())
+def bench_app(ledger: Ledger) -> FastAPI:
+    app = create_app(ledger, NoDispatch())
 
     @app.get("/bench/bare/{job_id}", include_in_schema=False)
     def bare(job_id: str) -> object:
         # The same connection discipline as the API's reads: one statement, one round trip.
-        with store.quick_read() as reads:
+        with ledger.store.quick_read() as reads:
             assert isinstance(reads, SqlReads)  # its connection, for a bare SELECT
             query = select(jobs.c.view).where(jobs.c.job_id == job_id)
             row = reads.conn.execute(query).first()
@@ -125,16 +130,15 @@ def bench_app(store: SqlStore) -> FastAPI:
 
     @app.get("/bench/waiters", include_in_schema=False)
     def waiters() -> dict[str, int]:
-        return {"watching": app.state.ledger.waiter.watching}
+        return {"watching": app.state.api.waiter.watching}
 
     return app
 
 
 def serve(database_url: str, port: int) -> None:
     raise_file_limit()
-    store = sql_store(database_url)
     uvicorn.run(
-        bench_app(store),
+        bench_app(open_ledger(database_url)),
         host="127.0.0.1",
         port=port,
         log_level="warning",
@@ -236,30 +240,35 @@ def percentile(values: list[float], pct: float) -> float:
 # --- the ledger side ----------------------------------------------------------------------------
 
 
-def queued_jobs(store: Store, n: int, account: str) -> list[str]:
-    ids = [str(uuid.uuid4()) for _ in range(n)]
-    for job_id in ids:
-        payload = JobAccepted(account=account, tool="bench.echo", args={"n": 1})
-        store.append(job_stream(job_id), [NewEvent(payload=payload, actor="bench")], NO_STREAM)
-    return ids
+def queued_jobs(ledger: Ledger, caller: Caller, n: int) -> list[str]:
+    """`n` jobs submitted as the API submits them (no broker: nobody runs them)."""
+    views = [submit(ledger, caller, JobRequest(NOOP_TOOL, {"seq": i})).view for i in range(n)]
+    if not all(view.accepted for view in views):
+        raise SystemExit("bench: a job was refused")
+    return [view.job_id for view in views]
 
 
-def outcome() -> list[NewEvent]:
-    lease = datetime.now(UTC) + timedelta(seconds=30)
-    return [
-        NewEvent(payload=WorkStarted(attempt=1, worker="bench", lease_expires_at=lease), actor="w"),
-        NewEvent(payload=WorkSucceeded(attempt=1, result={"n": 1}), actor="w"),
-    ]
+def running_jobs(ledger: Ledger, caller: Caller, n: int) -> list[JobView]:
+    """`n` jobs submitted and claimed by a worker: their next change is their outcome."""
+    running = []
+    for job_id in queued_jobs(ledger, caller, n):
+        claimed = claim(ledger, job_id, WORKER, LEASE_S)
+        if claimed.result is not ClaimResult.CLAIMED or claimed.view is None:
+            raise SystemExit(f"bench: job {job_id} not claimed: {claimed.reason}")
+        running.append(claimed.view)
+    return running
 
 
-def record_outcomes(store: Store, ids: list[str], done: dict[str, float]) -> None:
-    for job_id in ids:
-        store.append(job_stream(job_id), outcome())
-        done[job_id] = time.perf_counter()  # committed: the waiter may answer from now on
+def record_outcomes(ledger: Ledger, running: list[JobView], done: dict[str, float]) -> None:
+    for view in running:
+        succeeded = WorkSucceeded(attempt=view.attempts, result={"n": 1})
+        record_outcome(ledger, view, NewEvent(payload=succeeded, actor=WORKER))
+        done[view.job_id] = time.perf_counter()  # committed: the waiter may answer from now on
         time.sleep(PACE_S)
 
 
-async def wake_ups(port: int, store: Store, token: str, ids: list[str]) -> list[float]:
+async def wake_ups(port: int, ledger: Ledger, token: str, running: list[JobView]) -> list[float]:
+    ids = [view.job_id for view in running]
     connections = [await Connection.open(port) for _ in ids]
     answered: dict[str, float] = {}
     done: dict[str, float] = {}
@@ -272,7 +281,7 @@ async def wake_ups(port: int, store: Store, token: str, ids: list[str]) -> list[
 
     polls = [asyncio.ensure_future(wait_one(c, j)) for c, j in zip(connections, ids, strict=True)]
     await until_watching(port, len(ids))
-    writer = threading.Thread(target=record_outcomes, args=(store, ids, done))
+    writer = threading.Thread(target=record_outcomes, args=(ledger, running, done))
     writer.start()
     await asyncio.gather(*polls)
     writer.join()
@@ -299,19 +308,20 @@ async def until_watching(port: int, n: int) -> None:
 def run(options: Options, database_url: str) -> dict[str, object]:
     upgrade_url = sqlalchemy_url(database_url)
     migrate(upgrade_url)
-    store = sql_store(upgrade_url)
-    token = tokens.create(Ledger(store), "bench", "agent", None, actor="bench").token
-    paths = {OURS: [f"/v1/jobs/{j}" for j in queued_jobs(store, SEEDED_JOBS, "bench")]}
+    ledger = open_ledger(upgrade_url)
+    issued = tokens.create(ledger, ACCOUNT, "agent", None, actor="bench")
+    caller = Caller(account=ACCOUNT, token_id=issued.view.token_id)
+    paths = {OURS: [f"/v1/jobs/{j}" for j in queued_jobs(ledger, caller, SEEDED_JOBS)]}
     paths[BARE] = [p.replace("/v1/jobs/", "/bench/bare/") for p in paths[OURS]]
     child, port = start_server(upgrade_url)
     try:
-        reads = asyncio.run(read_rounds(options, port, paths, token))
-        waiting = queued_jobs(store, options.waiters, "bench")
-        wakes = asyncio.run(wake_ups(port, store, token, waiting))
+        reads = asyncio.run(read_rounds(options, port, paths, issued.token))
+        running = running_jobs(ledger, caller, options.waiters)
+        wakes = asyncio.run(wake_ups(port, ledger, issued.token, running))
     finally:
         child.terminate()
         child.wait(10)
-        store.close()
+        ledger.close()
     return report(reads, wakes)
 
 

@@ -14,7 +14,7 @@ the two ledgers differ only in how much closed history they carry.
 Filling (bench/reconcile_history.py, bench/reconcile_ledgers.py). The closed history
 (job.accepted -> work.started -> work.succeeded per job; one job.refused per leftover event so
 that the event count is exact) is built with the store's own code: each event sealed by
-`ledger.chain.seal` as an append seals it (payload dumped and normalized, per-stream hash
+`ledger.chain.event_rows` as an append seals it (payload dumped and normalized, per-stream hash
 chain), the job read model folded by `ledger.job_view.evolve` and shaped by the jobs
 `ViewProjection.row`; it is bulk-loaded with COPY, the position sequence is moved past it, and
 then the open jobs go through the real `ledger.services.submit.submit` (and

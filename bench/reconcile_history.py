@@ -1,10 +1,11 @@
 """The closed history of bench.reconcile's ledgers, built with the store's own code and
 bulk-loaded with COPY.
 
-Each event is sealed by `ledger.chain.seal` (payload dumped and normalized, hash chained to its
-stream's previous event), exactly as an append records it; only its position and recorded_at
-are chosen here. Each job's read-model row is its stream folded by `ledger.job_view.evolve` and
-shaped by the jobs `ViewProjection.row`, as the projection writes it.
+Each event's row is made by `ledger.chain.event_rows` (payload dumped and normalized, hash
+chained to its stream's previous event), exactly as an append records it; only its position
+and recorded_at are chosen here. Each job's read-model row is its stream folded by
+`ledger.job_view.evolve` and shaped by the jobs `ViewProjection.row`, as the projection writes
+it.
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ import psycopg
 from pydantic import BaseModel
 
 from bench._common import libpq_url
+from bench._store import SqlStore, ViewProjection, events, jobs
 from bench.reconcile_plan import Plan
-from ledger.chain import seal
+from ledger.chain import event_rows
 from ledger.codes import Code
 from ledger.decisions import Caller, JobRequest
 from ledger.error_info import ErrorInfo
@@ -36,9 +38,6 @@ from ledger.events import (
 )
 from ledger.job_view import JobView, evolve
 from ledger.outcomes import Succeeded
-from ledger.persistence.projections import ViewProjection
-from ledger.persistence.schema import events, jobs
-from ledger.persistence.store import SqlStore
 from ledger.tools import ToolContext, ToolSpec, get_tool, tool
 
 STEP = timedelta(milliseconds=1)  # spacing of the closed history's recorded_at
@@ -47,7 +46,9 @@ WINDOW = 100  # closed jobs in flight together: their events interleave like a b
 CHUNK = 5000  # closed jobs per COPY batch
 ACCOUNTS = tuple(f"acct-{i}" for i in range(10))
 
-EVENT_COLUMNS = tuple(c.name for c in events.columns)
+# Every column but `ledger_hash`: the ledger-wide chain's trigger links each row as COPY
+# inserts it (in position order), as it does for every writer that leaves the column out.
+EVENT_COLUMNS = tuple(c.name for c in events.columns if c.name != "ledger_hash")
 JOB_COLUMNS = tuple(c.name for c in jobs.columns)
 EventRow = tuple[Any, ...]
 JobRow = tuple[Any, ...]
@@ -85,14 +86,14 @@ def request_for(number: int) -> tuple[Caller, JobRequest, ToolSpec]:
     return caller, request, spec_of(name)
 
 
-def accepted(number: int) -> NewEvent:
+def accepted(number: int, request_key: bytes) -> NewEvent:
     caller, request, spec = request_for(number)
     payload = JobAccepted(
         account=caller.account,
         tool=request.tool,
         args=request.args,
         idempotency_key=request.idempotency_key,
-        request_hash=request.fingerprint,
+        request_hash=request.fingerprint(request_key),
         spends=spec.spends,
         timeout_s=spec.timeout_s,
         max_attempts=spec.max_attempts,
@@ -100,7 +101,7 @@ def accepted(number: int) -> NewEvent:
     return NewEvent(payload=payload, actor=caller.token_id)
 
 
-def refused(number: int) -> NewEvent:
+def refused(number: int, request_key: bytes) -> NewEvent:
     caller, request, spec = request_for(number)
     error = ErrorInfo(
         code=Code.INPUT_INVALID,
@@ -114,7 +115,7 @@ def refused(number: int) -> NewEvent:
         tool=request.tool,
         args=request.args,
         idempotency_key=request.idempotency_key,
-        request_hash=request.fingerprint,
+        request_hash=request.fingerprint(request_key),
         spends=spec.spends,
         error=error,
     )
@@ -142,11 +143,13 @@ class Stream:
 
 
 class History:
-    """Events as an append records them (`seal`), numbered and clocked by hand."""
+    """Events as an append records them (`event_rows`), numbered and clocked by hand; their
+    request hashes made under the ledger's request key, as a submit makes them."""
 
-    def __init__(self, start: datetime) -> None:
+    def __init__(self, start: datetime, request_key: bytes) -> None:
         self.position = 0
         self.clock = start
+        self.request_key = request_key
         self.pending: list[RecordedEvent] = []  # recorded since the last `drain`
 
     def drain(self) -> list[RecordedEvent]:
@@ -156,7 +159,7 @@ class History:
     def record(self, stream: Stream, new: NewEvent) -> RecordedEvent:
         self.position += 1
         self.clock += STEP
-        (row,) = seal(stream.stream_id, [new], stream.version, stream.prev_hash, self.clock)
+        (row,) = event_rows(stream.stream_id, [new], stream.version, stream.prev_hash, self.clock)
         recorded = RecordedEvent(position=self.position, **row)
         stream.version, stream.prev_hash = recorded.stream_version, recorded.hash
         stream.view = evolve(stream.view, recorded)
@@ -190,7 +193,7 @@ def closed_window(history: History, first: int, count: int) -> list[Stream]:
     """`count` jobs run side by side: all accepted, then all started, then all succeeded."""
     streams = [Stream(job_stream(uuid.uuid4())) for _ in range(count)]
     for offset, stream in enumerate(streams):
-        history.record(stream, accepted(first + offset))
+        history.record(stream, accepted(first + offset, history.request_key))
     for offset, stream in enumerate(streams):
         worker = f"worker-{(first + offset) % 16}"
         lease = history.clock + timedelta(seconds=30)
@@ -205,10 +208,10 @@ def closed_window(history: History, first: int, count: int) -> list[Stream]:
 
 
 def closed_history(
-    plan: Plan, projection: ViewProjection[Any], start: datetime
+    plan: Plan, projection: ViewProjection[Any], start: datetime, request_key: bytes
 ) -> Iterator[tuple[list[EventRow], list[JobRow]]]:
     """The closed history in COPY batches of (event rows, job rows), in position order."""
-    history = History(start)
+    history = History(start, request_key)
     event_rows: list[EventRow] = []
     job_rows: list[JobRow] = []
 
@@ -220,7 +223,7 @@ def closed_history(
 
     for number in range(plan.refused_jobs):
         stream = Stream(job_stream(uuid.uuid4()))
-        history.record(stream, refused(number))
+        history.record(stream, refused(number, history.request_key))
         take([stream])
     number = plan.refused_jobs
     end = plan.refused_jobs + plan.closed_jobs
@@ -247,12 +250,12 @@ def copy_rows(
             copy.write_row(row)
 
 
-def load_closed(url: str, plan: Plan, projection: ViewProjection[Any]) -> int:
+def load_closed(url: str, plan: Plan, projection: ViewProjection[Any], request_key: bytes) -> int:
     """COPY the closed history in one transaction; move the position sequence past it."""
     start = datetime.now(UTC) - STEP * (plan.events + 1) - HISTORY_GAP
     last = 0
     with psycopg.connect(libpq_url(url)) as conn:
-        for event_rows, job_rows in closed_history(plan, projection, start):
+        for event_rows, job_rows in closed_history(plan, projection, start, request_key):
             copy_rows(conn, "events", EVENT_COLUMNS, event_rows)
             copy_rows(conn, "jobs", JOB_COLUMNS, job_rows)
             last = event_rows[-1][0]

@@ -12,7 +12,8 @@ from datetime import UTC, datetime, timedelta
 
 import psycopg
 
-from bench._common import libpq_url, scratch_database, sql_store
+from bench._common import libpq_url, scratch_database
+from bench._store import SqlStore, sql_store
 from bench.reconcile_checks import (
     SAMPLE_STREAMS,
     Check,
@@ -22,7 +23,7 @@ from bench.reconcile_checks import (
 )
 from bench.reconcile_history import jobs_projection, load_closed, request_for
 from bench.reconcile_plan import LARGE, LEASE_S, POLICY, SMALL, Options, Plan
-from ledger.persistence.store import SqlStore
+from ledger.services import admin
 from ledger.services.ledger import Ledger
 from ledger.services.submit import submit
 from ledger.services.work import ClaimResult, claim
@@ -67,12 +68,13 @@ def build_ledger(
     name: str, url: str, store: SqlStore, plan: Plan, verify_all: bool
 ) -> FilledLedger:
     started = time.perf_counter()
-    store.upgrade_schema()
-    load_closed(url, plan, jobs_projection(store))
+    ledger = Ledger(store)
+    admin.migrate(ledger)
+    load_closed(url, plan, jobs_projection(store), ledger.request_key)
     opening = datetime.now(UTC)
-    open_jobs(Ledger(store), plan)
+    open_jobs(ledger, plan)
     steady_now = datetime.now(UTC)
-    if steady_now - opening >= timedelta(seconds=min(LEASE_S, POLICY.dispatch_timeout_s)):
+    if steady_now - opening >= timedelta(seconds=min(LEASE_S, POLICY.default_start_within_s)):
         raise RuntimeError("creating the open jobs took longer than the lease: raise LEASE_S")
     check = Check()
     check_counts(store, plan, check)

@@ -9,7 +9,7 @@ from ledger.reconcile_rules import ReconcilePolicy
 SMALL, LARGE = "small", "large"  # ledger A and ledger B
 # Generous on purpose: the steady clock is the end of filling, and nothing may be overdue then
 # however long the open jobs took to create. The scan's query is the same whatever the values.
-POLICY = ReconcilePolicy(dispatch_timeout_s=600.0, max_dispatches=3)
+POLICY = ReconcilePolicy()  # open jobs wait DEFAULT_START_WITHIN_S (600 s) to start
 LEASE_S = 600.0
 
 

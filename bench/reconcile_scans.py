@@ -20,10 +20,10 @@ from typing import Any
 
 from sqlalchemy import Engine, event
 
+from bench._store import SqlStore
 from bench.reconcile_ledgers import FilledLedger
 from bench.reconcile_plan import POLICY
-from ledger.persistence.store import SqlStore
-from ledger.reconcile_rules import OpenJob, dispatch_cutoff, findings
+from ledger.reconcile_rules import OpenJob, findings
 from ledger.services.reconcile import reconcile_once
 
 WARMUP = 5
@@ -38,7 +38,7 @@ GOAL_SCANS = (STEADY, OVERDUE, STEADY_CHURNED, OVERDUE_CHURNED)
 def overdue_jobs(store: SqlStore, now: datetime) -> list[OpenJob]:
     """The reconciler's read, as `reconcile_once` makes it."""
     with store.reading() as reads:
-        return reads.overdue_jobs(now, dispatch_cutoff(now, POLICY))
+        return reads.overdue_jobs(now, None)
 
 
 @contextmanager

@@ -37,11 +37,10 @@ from typing import Any
 
 from sqlalchemy import event
 
-from bench._common import migrate, render_table, scratch_database, sql_store
+from bench._common import migrate, render_table, scratch_database
+from bench._store import SqlStore, job_batch, sql_store
 from bench.throughput_tools import NOOP_TOOL
 from ledger.decisions import Caller, JobRequest
-from ledger.persistence import job_batch
-from ledger.persistence.store import SqlStore
 from ledger.services.execute import Executor
 from ledger.services.ledger import Ledger
 from ledger.services.submit import submit

@@ -12,9 +12,10 @@ Part 2, end to end on the worker's own path (`submit`, then `Executor.execute`: 
 classify, scrub, record) on a real ledger: a scratch SQLite file, or with --postgres a
 scratch Postgres database `outcomes_bench_scrub_<pid>` (dropped at the end), or with
 --database-url a throwaway database of yours (migrated; its events stay). A tool that crashes
-echoing its 256 KiB argument in its exception text, against a tool that gets the same argument
-and crashes with a short message. Each run checks that the job was
-recorded TOOL_CRASHED and that the recorded detail holds no piece of the argument.
+echoing its 256 KiB secret argument (a `SecretStr`, sealed at submit) in its exception text,
+against a tool that gets the same argument and crashes with a short message. Each run checks
+that the job was recorded TOOL_CRASHED and that the recorded detail holds no piece of the
+argument.
 
 The median of `--rounds` runs is reported with the ratio ours / baseline. Measured, not
 asserted: the goal is that no input brings the scrub near a lease (30 s by default); the script
@@ -34,12 +35,13 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import BaseModel
+from pydantic import BaseModel, SecretStr
 
 from bench._common import exit_cleanly_on_sigterm, render_table, scratch_database, sqlalchemy_url
 from ledger.codes import Code
 from ledger.decisions import Caller, JobRequest
 from ledger.events import job_stream
+from ledger.keyring import new_key_line, parse_keys
 from ledger.scrub import known_secrets, scrub
 from ledger.services.admin import migrate
 from ledger.services.execute import Executor
@@ -53,12 +55,12 @@ ECHO_TOOL, SHORT_TOOL = "bench.echo_crash", "bench.short_crash"
 
 
 class Echo(BaseModel):
-    text: str
+    text: SecretStr  # declared secret: what the scrub looks for
 
 
 @tool(ECHO_TOOL, spends=False, max_attempts=1)
 def echo_crash(args: Echo, ctx: ToolContext) -> None:
-    raise RuntimeError(f"the upstream answered: {args.text}")
+    raise RuntimeError(f"the upstream answered: {args.text.get_secret_value()}")
 
 
 @tool(SHORT_TOOL, spends=False, max_attempts=1)
@@ -126,9 +128,19 @@ def crash_once(ledger: Ledger, tool_name: str, argument: str) -> float:
     return took
 
 
+def with_keys(ledger: Ledger) -> Ledger:
+    """The ledger with the keys that seal the secret arguments: its own (OUTCOMES_SECRETS_KEY,
+    or the SQLite ledger's key file), else a throwaway one for this run (a Postgres ledger has
+    no key file beside it, and without a key a secret argument is refused at submit)."""
+    if ledger.secrets is not None:
+        return ledger
+    return Ledger(ledger.store, parse_keys(new_key_line("bench"), "the bench's throwaway key"))
+
+
 def bench_end_to_end(url: str, rounds: int) -> tuple[float, float]:
-    with open_ledger(url) as ledger:
-        migrate(ledger)
+    with open_ledger(url) as opened:
+        migrate(opened)
+        ledger = with_keys(opened)
         ours = statistics.median(
             crash_once(ledger, ECHO_TOOL, secret_argument()) for _ in range(rounds)
         )

@@ -9,9 +9,11 @@ One run, the same RabbitMQ and the same Postgres for all three; each variant get
 same pool and concurrency, its own fresh queue, and the same worker flags (no heartbeat, gossip
 or mingle), log level, prefetch multiplier (OUTCOMES_PREFETCH, default 4) and late acks:
 
-- ours               `ledger.services.submit.submit(...)` with a `workers.dispatch.
-                     CeleryDispatcher` for a no-op, non-spending tool (bench/throughput_tools.py,
-                     loaded with OUTCOMES_TOOLS), executed by a real `outcomes worker`: decision,
+- ours               `ledger.services.submit.submit(...)` through the process's outbox over a
+                     `workers.dispatch.CeleryDispatcher` (published after the decision, the
+                     broker's confirms recorded), for a no-op, non-spending tool
+                     (bench/throughput_tools.py, loaded with OUTCOMES_TOOLS), executed by a
+                     real `outcomes worker`: decision,
                      claim (brake re-check, work.started, lease) and outcome, all recorded. Done
                      when no job is open in the jobs table.
 - bare_celery        the same no-op as a plain Celery task (bench/throughput_tasks.py), no
@@ -63,7 +65,6 @@ from bench._common import (
     migrate,
     scratch_database,
     server_settings,
-    sql_store,
     sqlalchemy_url,
 )
 from bench.throughput_report import RunInfo, load_average, report_json, report_table, summarize
@@ -86,7 +87,8 @@ from bench.throughput_workers import (
     ledger_worker_argv,
     running_worker,
 )
-from ledger.services.ledger import Ledger
+from ledger.services.ledger import open_ledger
+from ledger.services.outbox import Outbox
 from ledger.settings import Settings
 from workers.app import make_celery
 from workers.dispatch import CeleryDispatcher
@@ -185,7 +187,7 @@ def _ours(stack: ExitStack, options: Options, queue: str, logs: Path) -> LedgerV
         lease_s=30.0,
         dispatch_timeout_s=30.0,
     )
-    ledger = stack.enter_context(Ledger(sql_store(settings.database_url, pool_size=2)))
+    ledger = stack.enter_context(open_ledger(settings.database_url, pool_size=2))
     app = make_celery(settings)
     stack.callback(app.close)
     env = {
@@ -202,7 +204,10 @@ def _ours(stack: ExitStack, options: Options, queue: str, logs: Path) -> LedgerV
     poll.execute("SET enable_seqscan = off")
     dispatcher = CeleryDispatcher(app, queue)
     stack.callback(dispatcher.close)
-    return LedgerVariant(ledger, dispatcher, poll, worker)
+    # As the API does: the process's outbox publishes after the decision, on its own threads.
+    outbox = Outbox(ledger, dispatcher)
+    stack.callback(outbox.close)
+    return LedgerVariant(ledger, outbox, poll, worker)
 
 
 def _baseline_env(options: Options, queue: str, counter: str, backend: str) -> dict[str, str]:

@@ -20,8 +20,8 @@ from bench.throughput_tools import NOOP_TOOL
 from bench.throughput_workers import WorkerProcess, pids_cpu, wait_until
 from ledger.decisions import Caller, JobRequest
 from ledger.services.ledger import Ledger
+from ledger.services.outbox import Outbox
 from ledger.services.submit import submit
-from workers.dispatch import CeleryDispatcher
 
 OURS, BARE, BACKEND = "ours", "bare_celery", "celery_db_backend"
 POLL_S = 0.01  # the same polling interval for every variant
@@ -97,11 +97,12 @@ def _count(conn: psycopg.Connection[Any], query: str, *params: Any) -> int:
 
 @dataclass
 class LedgerVariant:
-    """Ours: `submit(...)` (decision in one transaction, then the id to RabbitMQ) and real
-    `outcomes worker` processes that claim, run and record each job."""
+    """Ours: `submit(...)` (decision in one transaction, then the id to the process's outbox,
+    which publishes it to RabbitMQ and records the broker's confirmation) and real `outcomes
+    worker` processes that claim, run and record each job."""
 
     ledger: Ledger
-    dispatcher: CeleryDispatcher
+    dispatcher: Outbox
     poll: psycopg.Connection[Any]  # autocommit, to the ledger's database
     worker: WorkerProcess
     producers: int = 1

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import click
 
+from cli.brake_commands import operator_option
 from cli.context import with_ledger
 from cli.errors import fail, reports_errors
 from cli.output import emit_json, json_option
 from cli.params import POSITION
+from ledger.errors import NotCancellableError
 from ledger.job_view import JobView, envelope
 from ledger.services import jobs as job_service
+from ledger.services.cancel import MAX_REASON_CHARS, Canceller, cancel, refusal
 from ledger.services.ledger import Ledger
 
 
@@ -28,13 +31,49 @@ def show(ledger: Ledger, job_id: str, as_json: bool) -> None:
     if job_service.job_key(job_id) is None:
         fail(f"{job_id!r} is not a job id (a UUID)")
     view = job_service.get(ledger, job_id)
-    body = envelope(view).model_dump(mode="json")
+    body = envelope(view, job_service.waiting_of(ledger, view)).model_dump(mode="json")
     if as_json:
         emit_json(body)
         return
     for key, value in body.items():
         if value not in (None, [], {}):
             click.echo(f"{key:>16}: {value}")
+    if view.trace is not None:  # recorded with the decision (docs/tracing.md); not enveloped
+        click.echo(f"{'trace_id':>16}: {view.trace.trace_id}")
+
+
+@jobs.command("cancel")
+@click.argument("job_id")
+@click.option(
+    "--reason",
+    help=f"Why (at most {MAX_REASON_CHARS} characters): recorded, and quoted in the job's "
+    "declined_reason.",
+)
+@operator_option
+@json_option
+@reports_errors
+@with_ledger
+def cancel_command(
+    ledger: Ledger, job_id: str, reason: str | None, operator: str, as_json: bool
+) -> None:
+    """Cancel a job no worker has started (queued, or waiting for its retry): it ends declined,
+    nothing runs, and its message is dropped when a worker gets it. A job already running or
+    ended is left as it is: exit 1 (with --json, {error, job} on stdout: NOT_CANCELLABLE and
+    its envelope). Cancelling a cancelled job again prints the same envelope."""
+    if job_service.job_key(job_id) is None:
+        fail(f"{job_id!r} is not a job id (a UUID)")
+    try:
+        view = cancel(ledger, job_id, Canceller.operator(operator), reason)
+    except NotCancellableError as exc:
+        if as_json:
+            error = refusal(exc.status, f"wait for its outcome (outcomes jobs show {exc.job_id})")
+            emit_json({"error": error.model_dump(mode="json"), "job": exc.envelope})
+        fail(f"NOT_CANCELLABLE: {exc}")
+        return
+    if as_json:
+        emit_json(envelope(view).model_dump(mode="json"))
+    else:
+        click.echo(f"job {view.job_id} {view.status.value}: {view.declined_reason}")
 
 
 @jobs.command("list")

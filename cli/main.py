@@ -11,10 +11,12 @@ from cli.jobs_commands import jobs
 from cli.ledger_commands import migrate, rebuild
 from cli.mcp_commands import mcp
 from cli.reconcile_commands import reconcile
+from cli.secrets_commands import secrets
 from cli.serve_commands import serve
 from cli.status_commands import status
 from cli.token_commands import tokens
 from cli.tool_commands import tools
+from cli.webhook_commands import webhooks_group
 from cli.worker_commands import worker
 from observability.logs import install_if_json
 
@@ -43,6 +45,8 @@ cli.add_command(status)
 cli.add_command(demo)
 cli.add_command(tools)
 cli.add_command(mcp)
+cli.add_command(secrets)
+cli.add_command(webhooks_group)
 
 
 def main() -> None:

@@ -27,4 +27,3 @@ class FiniteFloatRange(click.FloatRange):
 
 
 POSITION = click.IntRange(0, MAX_POSITION)  # a ledger position cursor
-MAX_DISPATCHES_OPTION = click.IntRange(1, 100)  # dispatches of a job that never starts

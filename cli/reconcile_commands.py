@@ -6,17 +6,21 @@ import click
 
 from cli.context import ledger_of
 from cli.errors import reports_errors
+from cli.home_records import BeatingRunner, Heartbeat
 from cli.output import emit_json, json_option
-from cli.params import MAX_DISPATCHES_OPTION, FiniteFloatRange
+from cli.params import FiniteFloatRange
+from cli.webhook_sender import HttpxSender
 from ledger.services import admin
 from ledger.services.reconcile import (
     INTERVAL_S,
-    MAX_DISPATCHES,
     Pass,
     ReconcileRunner,
     policy_from,
 )
+from ledger.services.webhook_relay import WebhookRelay
+from ledger.services.webhook_relay import policy_from as webhook_policy
 from ledger.settings import load_settings
+from observability import tracing
 
 MAX_INTERVAL_S = 3600.0  # an hour: rarer passes would leave silence unrecorded for too long
 
@@ -30,31 +34,47 @@ MAX_INTERVAL_S = 3600.0  # an hour: rarer passes would leave silence unrecorded 
     show_default=True,
     help="Seconds between passes when looping.",
 )
-@click.option(
-    "--max-dispatches",
-    type=MAX_DISPATCHES_OPTION,
-    default=MAX_DISPATCHES,
-    show_default=True,
-    help="Dispatches (the first included) before a never-started job is closed as failed.",
-)
 @json_option
 @reports_errors
-def reconcile(once: bool, interval: float, max_dispatches: int, as_json: bool) -> None:
-    """Find accepted jobs that never started and started jobs whose worker went silent, and
-    record what happened: re-dispatch (nothing ran), the next attempt, or OUTCOME_MISSING.
+def reconcile(once: bool, interval: float, as_json: bool) -> None:
+    """Turn silence into recorded outcomes, and see that every accepted job reaches the
+    broker.
 
-    Safe to run several at once: each finding is recorded once. A failed pass (the database
-    away, say) is reported and the next one tries again. The dispatch deadline is
-    OUTCOMES_DISPATCH_TIMEOUT_S (default 30 s); leases are OUTCOMES_LEASE_S (default 30 s).
+    Each pass: a job not started by its start deadline (the caller's start_within_s, capped by
+    the tool's; 600 s by default) is closed as OUTCOME_MISSING (never_started); a job whose
+    worker went silent past its lease gets its next attempt or OUTCOME_MISSING (worker_lost);
+    a waiting job whose confirmed message is shown gone (the queue lost its epoch marker, or a
+    worker could not take it) is re-dispatched, with that evidence recorded. A late job is
+    never re-dispatched on a timer: its message waits in the queue.
+
+    Between passes, every second, the relay publishes the accepted jobs whose dispatch no
+    broker confirmed for OUTCOMES_DISPATCH_TIMEOUT_S (default 5 s): their deciding process
+    died, or the broker was away. Safe to run several at once: each finding is recorded once,
+    and a duplicate message is harmless. A failed pass (the database away, say) is reported
+    and the next one tries again. Leases are OUTCOMES_LEASE_S (default 30 s).
+
+    Beside the passes, the webhook relay delivers every terminal outcome to the webhooks of
+    its account, signed, retried for OUTCOMES_WEBHOOK_RETRY_FOR_S (docs/webhooks.md); it
+    needs the secrets key (OUTCOMES_SECRETS_KEY) to sign.
+
+    Looping on a SQLite ledger, it keeps a heartbeat in ./.outcomes/reconciler.json after each
+    pass: `outcomes status` in this folder says from it whether a reconciler runs.
     """
     from workers.dispatch import dispatcher_from_settings  # the broker, via the worker side
 
     settings = load_settings()
+    tracing.install_from_env("outcome-ledger-reconciler")  # the relay's dispatch spans
     ledger = ledger_of(click.get_current_context(), settings.database_url, pool_size=2)
     if warning := admin.privilege_warning(ledger):
         click.echo(f"outcomes: WARNING: {warning}", err=True)
-    runner = ReconcileRunner(
-        ledger, dispatcher_from_settings(), policy_from(settings, max_dispatches), interval
+    dispatcher, policy = dispatcher_from_settings(), policy_from(settings)
+    # Looping on embedded defaults: a heartbeat, so `outcomes status` here tells it runs.
+    beats = settings.embedded and not once
+    heartbeat = Heartbeat("outcomes reconcile", interval) if beats else None
+    runner = (
+        ReconcileRunner(ledger, dispatcher, policy, interval)
+        if heartbeat is None
+        else BeatingRunner(ledger, dispatcher, policy, heartbeat, interval)
     )
 
     def report(result: Pass) -> None:
@@ -62,17 +82,27 @@ def reconcile(once: bool, interval: float, max_dispatches: int, as_json: bool) -
             emit_json(result.to_json())
         elif result.recorded or once:
             click.echo(
-                f"reconcile: {result.examined} overdue, {len(result.recorded)} recorded"
-                + "".join(f"\n  {line}" for line in result.recorded)
+                f"reconcile: {result.examined} overdue, {len(result.recorded)} recorded, "
+                f"{result.relayed} relayed" + "".join(f"\n  {line}" for line in result.recorded)
             )
 
+    relay = WebhookRelay(ledger, HttpxSender(), webhook_policy(settings))
     if once:
         report(runner.run_once())
+        relay.relay_once()
+        relay.stop()
         return
+    if heartbeat is not None:
+        heartbeat.start()
+    relay.start()
     try:
         runner.run(report, lambda exc: click.echo(_failed(exc), err=True))
     except KeyboardInterrupt:
         return
+    finally:
+        relay.stop()
+        if heartbeat is not None:
+            heartbeat.stop()
 
 
 def _failed(exc: Exception) -> str:

@@ -1,6 +1,7 @@
 """`outcomes status`: one screen for the operator on call. Is the API up, which workers answer,
-how deep is the queue, which jobs are open, which brakes hold, when did the reconciler last
-record anything."""
+how deep is the queue, which jobs are open, which brakes hold, whether a reconciler runs and
+when it last recorded anything. Exit 0 when the API is ready, 3 (`EXIT_NOT_READY`) when it is
+not (everything else printed all the same), 1 when the ledger cannot be read."""
 
 from __future__ import annotations
 
@@ -9,16 +10,21 @@ import urllib.request
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from cli.context import with_ledger
 from cli.errors import reports_errors
+from cli.home_records import Liveness, Served, find_served, reconciler_liveness
 from cli.output import emit_json, json_option
 from cli.params import FiniteFloatRange
-from ledger.clock import format_time
+from ledger.clock import format_time, now
+from ledger.queueing import DispatchSummary
 from ledger.services.ledger import Ledger
-from ledger.services.status import ledger_status
+from ledger.services.status import LedgerStatus, ledger_status
+from ledger.settings import load_settings
 
 DEFAULT_API_URL = "http://127.0.0.1:8000"
+EXIT_NOT_READY = 3  # the API did not answer ready (1 and 2 are errors and usage)
 
 
 @click.command()
@@ -26,9 +32,8 @@ DEFAULT_API_URL = "http://127.0.0.1:8000"
     "--api-url",
     envvar="OUTCOMES_API_URL",
     show_envvar=True,
-    default=DEFAULT_API_URL,
-    show_default=True,
-    help="Where the API answers (its /readyz is asked).",
+    help="Where the API answers (its /readyz is asked). Default: the URL the `outcomes serve` "
+    f"running in this folder recorded in .outcomes/serve.json, else {DEFAULT_API_URL}.",
 )
 @click.option(
     "--timeout",
@@ -40,44 +45,99 @@ DEFAULT_API_URL = "http://127.0.0.1:8000"
 @json_option
 @reports_errors
 @with_ledger
-def status(ledger: Ledger, api_url: str, timeout: float, as_json: bool) -> None:
-    """One screen: API reachable, workers that answer a Celery ping through the broker, queue
-    depth, open jobs by status, active brakes, and the reconciler's last recorded finding."""
+def status(ledger: Ledger, api_url: str | None, timeout: float, as_json: bool) -> None:
+    """One screen: API ready, workers that answer a Celery ping through the broker, queue
+    depth, open jobs by status, active brakes, the outbox (waiting jobs whose message the
+    broker has not confirmed, the longest wait, re-dispatches by their evidence), whether a
+    reconciler runs (its heartbeat in .outcomes/, on embedded defaults) and its last recorded
+    finding.
+
+    Exits 3 when the API is not ready (the rest is printed all the same), 1 when the ledger
+    cannot be read."""
     from workers.control import broker_status  # the broker's side, through Celery
 
+    served = find_served()
+    url, source = _api_url(api_url, served)
     found = ledger_status(ledger)
     broker = broker_status(timeout)
+    last_finding = format_time(found.last_reconcile) if found.last_reconcile else None
+    liveness = reconciler_liveness(load_settings().embedded)
     body: dict[str, Any] = {
-        "api": _api(api_url, timeout),
+        "api": _api(url, timeout) | {"source": source},
+        "serve": served.to_json(),
+        "reconciler": liveness.to_json() | {"last_finding": last_finding},
         "broker": broker.to_json(),
         "open_jobs": found.open_jobs,
         "brakes": [
             {"brake_id": b.brake_id, "scope": b.scope, "reason": b.reason} for b in found.brakes
         ],
-        "last_reconcile": format_time(found.last_reconcile) if found.last_reconcile else None,
+        "last_reconcile": last_finding,
+        "dispatch": _dispatch(found.dispatch),
         "ledger": {"database": ledger.describe(), "last_position": found.last_position},
     }
     if as_json:
         emit_json(body)
-        return
-    api = body["api"]
+    else:
+        _print(body, served, liveness, found)
+    if not body["api"]["ready"]:
+        raise SystemExit(EXIT_NOT_READY)
+
+
+def _print(body: dict[str, Any], served: Served, liveness: Liveness, found: LedgerStatus) -> None:
+    api, broker = body["api"], body["broker"]
     click.echo(
         f"api:        {api['url']} {'ready' if api['ready'] else 'NOT READY'}"
         + (f" ({api['error']})" if api["error"] else "")
+        + (f" [from {served.source()}]" if api["source"] == RECORD else "")
     )
-    if broker.reachable:
-        names = ", ".join(broker.workers) or "none answered"
-        click.echo(f"workers:    {len(broker.workers)} ({names})")
-        depth = "unknown" if broker.queue_depth is None else str(broker.queue_depth)
-        click.echo(f"queue:      {broker.queue}: {depth} waiting")
+    if note := served.note():
+        click.echo(f"serve:      {note}")
+    if broker["reachable"]:
+        names = ", ".join(broker["workers"]) or "none answered"
+        click.echo(f"workers:    {len(broker['workers'])} ({names})")
+        depth = "unknown" if broker["queue_depth"] is None else str(broker["queue_depth"])
+        click.echo(f"queue:      {broker['queue']}: {depth} waiting")
     else:
-        click.echo(f"broker:     NOT REACHABLE ({broker.error})")
+        click.echo(f"broker:     NOT REACHABLE ({broker['error']})")
     click.echo("open jobs:  " + ", ".join(f"{k} {v}" for k, v in found.open_jobs.items()))
     click.echo(f"brakes:     {len(found.brakes)} active")
     for b in found.brakes:
         click.echo(f"  {b.brake_id}  {b.scope}: {b.reason}")
-    click.echo(f"reconciler: last finding {body['last_reconcile'] or 'never'}")
-    click.echo(f"ledger:     {ledger.describe()} (position {found.last_position})")
+    dispatch = body["dispatch"]
+    oldest = dispatch["oldest_wait_s"]
+    click.echo(
+        f"dispatch:   {dispatch['unconfirmed']} of {dispatch['waiting']} waiting not confirmed "
+        f"by the broker; oldest wait {'-' if oldest is None else f'{oldest:.1f} s'}"
+    )
+    sent_again = ", ".join(f"{k} {v}" for k, v in dispatch["redispatched"].items()) or "none"
+    click.echo(f"re-sent:    {sent_again}")
+    last = body["last_reconcile"] or "never"
+    click.echo(f"reconciler: {liveness.describe()}; last finding {last}")
+    click.echo(f"ledger:     {body['ledger']['database']} (position {found.last_position})")
+
+
+def _dispatch(summary: DispatchSummary) -> dict[str, Any]:
+    since = summary.oldest_waiting_since
+    return {
+        "waiting": summary.waiting,
+        "unconfirmed": summary.unconfirmed,
+        "oldest_wait_s": round((now() - since).total_seconds(), 3) if since else None,
+        "redispatched": summary.redispatched,
+    }
+
+
+RECORD = "serve record"
+
+
+def _api_url(given: str | None, served: Served) -> tuple[str, str]:
+    """The URL to ask and where it came from: --api-url or OUTCOMES_API_URL when given, else
+    the record of the `outcomes serve` running in this folder, else the default."""
+    if given is not None:
+        source = click.get_current_context().get_parameter_source("api_url")
+        return given, "OUTCOMES_API_URL" if source is ParameterSource.ENVIRONMENT else "--api-url"
+    if served.record is not None:
+        return served.record.url, RECORD
+    return DEFAULT_API_URL, "default"
 
 
 def _api(url: str, timeout_s: float) -> dict[str, Any]:

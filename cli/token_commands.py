@@ -8,13 +8,13 @@ import click
 
 from cli.context import with_ledger
 from cli.errors import reports_errors
+from cli.home_records import load_served_tools
 from cli.output import emit_json, json_option
 from ledger.access import ROLES
 from ledger.services import tokens as token_service
 from ledger.services.ledger import Ledger
 from ledger.settings import load_settings
 from ledger.token_view import TokenView
-from ledger.tools import load_tool_modules
 
 
 @click.group()
@@ -31,7 +31,8 @@ def tokens() -> None:
 @click.option(
     "--allow-unknown-tools",
     is_flag=True,
-    help="Accept --tools names not loaded from OUTCOMES_TOOLS here.",
+    help="Accept --tools names not loaded here (from OUTCOMES_TOOLS, else from the tools of the "
+    "`outcomes serve` running in this folder).",
 )
 @json_option
 @reports_errors
@@ -45,7 +46,8 @@ def create(
     as_json: bool,
 ) -> None:
     """Create a token and print it once: only its hash is stored."""
-    load_tool_modules(load_settings().tools)  # the registry the tool names are checked against
+    # The registry the tool names are checked against (OUTCOMES_TOOLS, else this folder's serve).
+    load_served_tools(load_settings().tools)
     issued = token_service.create(
         ledger,
         account,

@@ -1,14 +1,15 @@
-"""`outcomes tools list`: every tool this deployment loads (OUTCOMES_TOOLS), enabled or not."""
+"""`outcomes tools list`: every tool this deployment loads (OUTCOMES_TOOLS, else those of the
+`outcomes serve` running in this folder), enabled or not."""
 
 from __future__ import annotations
 
 import click
 
 from cli.errors import reports_errors
+from cli.home_records import load_served_tools
 from cli.output import emit_json, json_option
 from ledger.services import catalog
 from ledger.settings import load_settings
-from ledger.tools import load_tool_modules
 
 
 @click.group()
@@ -20,12 +21,18 @@ def tools() -> None:
 @json_option
 @reports_errors
 def list_command(as_json: bool) -> None:
-    """List every loaded tool with its limits (enabled or not)."""
-    load_tool_modules(load_settings().tools)
+    """List every loaded tool with its limits (enabled or not).
+
+    The tools come from the modules in OUTCOMES_TOOLS; when it is not set, from those the
+    `outcomes serve` running in this folder loaded (its .outcomes/serve.json)."""
+    loaded = load_served_tools(load_settings().tools)
     entries = catalog.every_tool()
     if as_json:
-        emit_json({"tools": [entry.as_json() for entry in entries]})
+        emit_json({"tools": [e.as_json() for e in entries], "tool_modules": loaded.to_json()})
         return
+    for said in (loaded.source(), loaded.note):
+        if said:
+            click.echo(f"outcomes: {said}", err=True)
     for entry in entries:
         quota = f" quota {entry.quota.limit}/{entry.quota.window_s}s" if entry.quota else ""
         state = "enabled" if entry.enabled else "disabled"

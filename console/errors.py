@@ -29,6 +29,13 @@ class BadRequest(ConsoleError):
     title = "Cannot read this request"
 
 
+class CrossSiteForm(ConsoleError):
+    """A form posted from another site's page (login CSRF): nothing it asks is done."""
+
+    status = 403
+    title = "Sent from another site"
+
+
 class PageNotFound(ConsoleError):
     """No such job for this viewer (unknown and other accounts' jobs look the same)."""
 

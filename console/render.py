@@ -1,6 +1,7 @@
 """Pages from the templates in `console/templates` (Jinja2, autoescaped: every value is text,
 never markup), with the headers every console answer carries: no caching, no framing, no
-referrer, and a content security policy that admits only this server's own CSS and JS."""
+referrer to another site, and a content security policy that admits only this server's own CSS
+and JS."""
 
 from __future__ import annotations
 
@@ -19,7 +20,9 @@ SECURITY_HEADERS = {
         "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self'; "
         "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
     ),
-    "Referrer-Policy": "no-referrer",
+    # Not no-referrer: under it a browser sends `Origin: null` with the console's own forms,
+    # which the sign-in's cross-site check could not tell from another site's page.
+    "Referrer-Policy": "same-origin",
     "X-Content-Type-Options": "nosniff",
     "X-Frame-Options": "DENY",
 }

@@ -1,6 +1,9 @@
 """Console sessions, held server-side: the browser keeps only a random id in an HttpOnly,
 SameSite=Strict cookie. A session remembers which token signed in (its id, role and account),
-never the token itself, so no secret sits in this process's memory after sign-in."""
+never the token itself, so no secret sits in this process's memory after sign-in.
+
+One session per token: signing in opens a new session (a new id: never one a page saw before)
+and ends the browser's previous one and every other session of the same token."""
 
 from __future__ import annotations
 
@@ -35,12 +38,17 @@ class Sessions:
         self._by_key: dict[str, Session] = {}
         self._lock = threading.Lock()
 
-    def open(self, token: TokenView) -> str:
-        """A new session for this (already admitted) token; returns the cookie's value."""
+    def open(self, token: TokenView, replacing: str | None = None) -> str:
+        """A new session for this (already admitted) token, which ends `replacing` (the
+        browser's cookie, if any) and the token's other sessions; returns the cookie's value."""
         sid = secrets.token_urlsafe(32)
         moment = time.monotonic()
         with self._lock:
             self._expire(moment)
+            if replacing:
+                self._by_key.pop(_key(replacing), None)
+            for key in [k for k, s in self._by_key.items() if s.token_id == token.token_id]:
+                del self._by_key[key]
             while len(self._by_key) >= MAX_SESSIONS:
                 oldest = min(self._by_key, key=lambda k: self._by_key[k].started)
                 del self._by_key[oldest]

@@ -26,6 +26,8 @@ class ConsoleState:
     ledger: Ledger
     sessions: Sessions
     verifier: Verifier
+    cookie_secure: bool = False  # OUTCOMES_COOKIE_SECURE: Secure whatever the scheme seen
+    allowed_origins: frozenset[str] = frozenset()  # OUTCOMES_ALLOWED_ORIGINS
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,12 @@
 `/v1` (one app, one port, one `outcomes serve`).
 
 Read-only: the only forms are sign-in and sign-out (POST, and the session cookie is
-SameSite=Strict, so another site cannot submit them with it). Every page is a GET that reads
-through `ledger.services`, scoped to the viewer's account."""
+SameSite=Strict, so another site cannot submit them with it). Both are refused (403) when
+another site's page sent them: `Sec-Fetch-Site` other than same-origin, or without it an
+`Origin` that is neither this server's nor one in OUTCOMES_ALLOWED_ORIGINS (a request with
+neither header, from a program, passes). Otherwise a page could sign a browser in with a
+token of its choosing (login CSRF). Every page is a GET that reads through `ledger.services`,
+scoped to the viewer's account."""
 
 from __future__ import annotations
 
@@ -24,6 +28,7 @@ from console.chart import chart
 from console.errors import (
     BadRequest,
     ConsoleError,
+    CrossSiteForm,
     LedgerUnavailable,
     PageNotFound,
     SignInRequired,
@@ -36,7 +41,7 @@ from console.verifier import Verifier
 from console.viewer import ConsoleState, Viewer, state_of, viewer_of
 from ledger.access import DETAIL_ROLES
 from ledger.clock import now
-from ledger.codes import Code, Status
+from ledger.codes import REQUEST_CODES, Code, Status
 from ledger.errors import (
     JobNotFoundError,
     NotAuthenticatedError,
@@ -48,11 +53,15 @@ from ledger.public import public_event
 from ledger.queries import EventFilter, JobFilter
 from ledger.services import audit, brakes, jobs, silence, tokens
 from ledger.services.ledger import Ledger
+from ledger.settings import Settings
+from ledger.web_origins import origin_allowed
 
 router = APIRouter(prefix=PATH, include_in_schema=False)
 P = ParamSpec("P")
 R = TypeVar("R")
 SIGN_IN_BODY_BYTES = 4096  # a token is ~46 characters; nothing larger is read
+SIGN_IN_FIELDS = ("token",)  # what the sign-in form sends: anything more is not our form
+NEVER_DISPATCHED = "never dispatched (refused)"
 WINDOWS = {
     "24h": (timedelta(hours=24), 24),
     "7d": (timedelta(days=7), 28),
@@ -65,9 +74,15 @@ BRAKE_COMMANDS = (
 )
 
 
-def mount(app: FastAPI, ledger: Ledger) -> None:
+def mount(app: FastAPI, ledger: Ledger, settings: Settings) -> None:
     """Serve the console from `app` over `ledger`."""
-    app.state.console = ConsoleState(ledger, Sessions(), Verifier(ledger))
+    app.state.console = ConsoleState(
+        ledger,
+        Sessions(),
+        Verifier(ledger),
+        cookie_secure=settings.cookie_secure,
+        allowed_origins=settings.allowed_origins,
+    )
     app.include_router(router)
     app.mount(
         f"{PATH}/static", StaticFiles(packages=[("console", "static")]), name="console-static"
@@ -118,6 +133,7 @@ def sign_in_page(request: Request) -> Response:
 
 @router.post("/sign-in")
 async def sign_in(request: Request) -> Response:
+    _refuse_cross_site(request)
     token = await _posted_token(request)
     state = state_of(request)
     try:
@@ -130,23 +146,48 @@ async def sign_in(request: Request) -> Response:
     if found.role not in DETAIL_ROLES:
         return page("refused.html", 403, viewer=None)
     answer = RedirectResponse(f"{PATH}/jobs", status_code=303, headers=SECURITY_HEADERS)
+    # A new id each time; the browser's old session and the token's others end here.
+    sid = state.sessions.open(found, replacing=request.cookies.get(COOKIE))
     answer.set_cookie(
-        COOKIE,
-        state.sessions.open(found),
-        path=PATH,
-        httponly=True,
-        samesite="strict",
-        secure=request.url.scheme == "https",
+        COOKIE, sid, path=PATH, httponly=True, samesite="strict", secure=_secure(request)
     )
     return answer
 
 
 @router.post("/sign-out")
 def sign_out(request: Request) -> Response:
+    _refuse_cross_site(request)
     state_of(request).sessions.close(request.cookies.get(COOKIE))
     answer = RedirectResponse(f"{PATH}/sign-in", status_code=303, headers=SECURITY_HEADERS)
-    answer.delete_cookie(COOKIE, path=PATH, httponly=True, samesite="strict")
+    answer.delete_cookie(
+        COOKIE, path=PATH, httponly=True, samesite="strict", secure=_secure(request)
+    )
     return answer
+
+
+def _secure(request: Request) -> bool:
+    """`Secure` when set so (behind a proxy that terminates TLS) or when the request came over
+    HTTPS (as uvicorn sees it: X-Forwarded-Proto counts only from OUTCOMES_FORWARDED_ALLOW_IPS)."""
+    return state_of(request).cookie_secure or request.url.scheme == "https"
+
+
+def _refuse_cross_site(request: Request) -> None:
+    """A browser says where a form came from: `Sec-Fetch-Site` (set by the browser itself,
+    never by a page) where it sends one, else `Origin`. Neither: a program, not a page."""
+    fetch_site = request.headers.get("sec-fetch-site", "").lower()
+    if fetch_site in ("same-origin", "none"):  # the console's page, or the user's own act
+        return
+    origin = request.headers.get("origin")
+    if fetch_site == "cross-site" or (
+        origin is not None
+        and not origin_allowed(
+            origin,
+            request.headers.get("host"),
+            request.url.scheme,
+            state_of(request).allowed_origins,
+        )
+    ):
+        raise CrossSiteForm("This form was sent from another site's page: nothing was done.")
 
 
 async def _posted_token(request: Request) -> str:
@@ -155,7 +196,16 @@ async def _posted_token(request: Request) -> str:
         body += chunk
         if len(body) > SIGN_IN_BODY_BYTES:
             raise BadRequest("The sign-in form sends one token, nothing larger.")
-    fields = parse_qs(body.decode("utf-8", "replace"), max_num_fields=4)
+    try:
+        fields = parse_qs(
+            body.decode("utf-8", "replace"),
+            keep_blank_values=True,
+            max_num_fields=len(SIGN_IN_FIELDS),
+        )
+    except ValueError:  # more fields than the form has
+        raise BadRequest("The sign-in form sends one field, the token.") from None
+    if set(fields) - set(SIGN_IN_FIELDS) or any(len(v) > 1 for v in fields.values()):
+        raise BadRequest("The sign-in form sends one field, the token.")
     return (fields.get("token") or [""])[0].strip()
 
 
@@ -197,7 +247,7 @@ def _jobs_context(request: Request, viewer: Viewer) -> dict[str, Any]:
         "older": older,
         "counts": {"jobs": sum(by_status.values()), "by_status": by_status},
         "statuses": [s.value for s in Status],
-        "codes": [c.value for c in Code],
+        "codes": [c.value for c in Code if c not in REQUEST_CODES],  # no job ends with those
     }
 
 
@@ -222,12 +272,14 @@ def _row(view: JobView) -> dict[str, Any]:
 def job_page(request: Request, job_id: str) -> Response:
     viewer = viewer_of(request)
     view, entries = jobs.timeline(state_of(request).ledger, job_id, viewer.token)
+    # A refused job was never dispatched: its view's attempt limit, timeout and dispatch
+    # count are the read model's defaults, not facts of this job (None shows as "—").
     staff: dict[str, object] = {
         "ledger position": view.ledger_position,
         "spends": view.spends,
-        "max attempts": view.max_attempts,
-        "timeout (s)": view.timeout_s,
-        "dispatches": view.dispatches,
+        "max attempts": view.max_attempts if view.accepted else None,
+        "timeout (s)": view.timeout_s if view.accepted else None,
+        "dispatches": view.dispatches if view.accepted else NEVER_DISPATCHED,
         "last fingerprint": view.last_fingerprint,
     }
     if not view.terminal:  # a closed job's last lease and retry time no longer mean anything

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SecretStr
 
 from ledger.codes import Code
 from ledger.outcomes import Declined, Partial, Succeeded, ToolFailure
@@ -149,15 +149,14 @@ def return_nothing(args: Nothing, ctx: ToolContext) -> Any:
 
 
 class Crash(BaseModel):
-    secret: str = ""
+    secret: SecretStr = SecretStr("")  # declared secret: sealed at rest, scrubbed from text
 
 
 @tool("debug.crash", spends=False, timeout_s=10, max_attempts=3)
 def crash(args: Crash, ctx: ToolContext) -> Succeeded:
     """Raises an unexpected exception (its text is scrubbed before it is recorded)."""
-    raise RuntimeError(
-        f"connector blew up: password={args.secret} at https://u:{args.secret}@host/"
-    )
+    secret = args.secret.get_secret_value()
+    raise RuntimeError(f"connector blew up: password={secret} at https://u:{secret}@host/")
 
 
 class Slow(BaseModel):

@@ -7,11 +7,14 @@ import re
 import secrets
 
 from ledger.errors import TokenError
+from ledger.identifiers import unsafe_character
 
 ROLES = ("agent", "operator", "auditor")
 DETAIL_ROLES = ("operator", "auditor")  # may read raw failure detail; agents may not
 ALL_ACCOUNTS = "*"  # operators and auditors of a whole deployment; never an agent's account
-ACCOUNT_PATTERN = r"^[a-z0-9][a-z0-9_-]*$"
+# \A and \Z, not ^ and $: `$` also matches before a final newline, and 'acme\n' would be a
+# second account that shows as 'acme'. Checked with fullmatch all the same.
+ACCOUNT_PATTERN = r"\A[a-z0-9][a-z0-9_-]*\Z"
 _ACCOUNT = re.compile(ACCOUNT_PATTERN)
 TOKEN_PREFIX = "ol_"
 
@@ -21,9 +24,11 @@ def token_stream(token_id: str) -> str:
 
 
 def validate_account(account: str, *, allow_all: bool = True) -> str:
-    if (allow_all and account == ALL_ACCOUNTS) or _ACCOUNT.match(account):
+    if (allow_all and account == ALL_ACCOUNTS) or _ACCOUNT.fullmatch(account):
         return account
-    raise TokenError(f"account {account!r} must match [a-z0-9][a-z0-9_-]* (or '*' for all)")
+    found = unsafe_character(account)
+    holds = f" (it holds {found[1]} at character {found[0] + 1})" if found else ""
+    raise TokenError(f"account {account!r} must match [a-z0-9][a-z0-9_-]* (or '*' for all){holds}")
 
 
 def validate_role(role: str) -> str:

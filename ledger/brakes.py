@@ -7,10 +7,10 @@ from collections.abc import Iterable
 
 from ledger.brake_view import BrakeView
 from ledger.codes import Code
-from ledger.error_info import ErrorInfo
+from ledger.error_info import ErrorInfo, sentence
 from ledger.errors import InvalidScopeError
 
-_SCOPE = re.compile(r"^(global|tool:[a-z][a-z0-9_.]*|account:[a-z0-9][a-z0-9_-]*)$")
+_SCOPE = re.compile(r"global|tool:[a-z][a-z0-9_.]*|account:[a-z0-9][a-z0-9_-]*")
 
 
 def brake_stream(brake_id: str) -> str:
@@ -19,7 +19,7 @@ def brake_stream(brake_id: str) -> str:
 
 def parse_scope(scope: str) -> str:
     scope = scope.strip()
-    if not _SCOPE.match(scope):
+    if not _SCOPE.fullmatch(scope):
         raise InvalidScopeError(
             f"brake scope {scope!r} must be 'global', 'tool:<name>' or 'account:<id>'"
         )
@@ -45,6 +45,8 @@ def brake_error(brake: BrakeView) -> ErrorInfo:
         operation="run the tool",
         retryable=False,
         fix=f"wait until an operator releases brake {brake.brake_id} ({brake.scope})",
-        message=f"An operator stopped this work: {brake.reason}",
+        # The reason is the operator's words: ended as a sentence, so that whatever follows
+        # the message (MCP's text: "… Fix: …") does not run into it.
+        message=f"An operator stopped this work: {sentence(brake.reason)}",
         cause=brake.brake_id,
     )

@@ -80,7 +80,7 @@ def link_rows(prev_ledger_hash: str | None, rows: Sequence[dict[str, Any]]) -> s
     return prev_ledger_hash
 
 
-def seal(
+def event_rows(
     stream_id: str,
     new_events: Sequence[NewEvent],
     version: int,

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from ledger.budget import Fitted, fit
 from ledger.codes import Code, OutcomeMissingCause
 from ledger.error_info import ErrorInfo
 from ledger.errors import AwaitableReturned, DeadlineExceeded
@@ -23,7 +24,7 @@ from ledger.events import (
     WorkSucceeded,
 )
 from ledger.outcomes import Declined, Partial, Succeeded, ToolFailure
-from ledger.scrub import scrub
+from ledger.scrub import scrub, scrub_value
 
 BACKOFF_BASE_S = 1.0
 BACKOFF_CAP_S = 60.0
@@ -39,30 +40,53 @@ class Attempt:
     spends: bool
     last_fingerprint: str | None
     now: datetime
-    secrets: tuple[str, ...] = ()  # the job's argument values (`scrub.known_secrets`)
+    secrets: tuple[str, ...] = ()  # the job's declared secrets (`scrub.known_secrets`)
 
 
 def backoff_s(attempt: int) -> float:
     return float(min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2 ** (attempt - 1)))
 
 
-def outcome_event(value: Any, attempt: int, secrets: tuple[str, ...] = ()) -> Payload:
+@dataclass(frozen=True)
+class Budget:
+    """What an answer may take: `budget_bytes` (the tool's `max_result_bytes`, or the agent's
+    smaller ask), and the tool's own maximum (to tell the agent how far it could raise it)."""
+
+    budget_bytes: int
+    tool_max: int
+
+
+def outcome_event(
+    value: Any, attempt: int, secrets: tuple[str, ...] = (), budget: Budget | None = None
+) -> Payload:
     """A returned value: one of the three outcomes, or silence (not an outcome at all).
 
-    Results are the tool's answer and are kept as returned; a decline's reason is prose, like
-    a failure's message, so it is scrubbed the same way."""
+    Results are the tool's answer and are kept as returned, but for the job's declared secrets
+    (replaced) and within the budget (cut to fit, with a note saying so: `ledger.budget`); a
+    decline's reason is prose, like a failure's message, so it is scrubbed the same way."""
     if isinstance(value, Succeeded):
-        return WorkSucceeded(attempt=attempt, result=value.result)
+        fitted = _answer({"result": value.result}, secrets, budget)
+        return WorkSucceeded(
+            attempt=attempt, result=fitted.answer.get("result", {}), budget=fitted.note
+        )
     if isinstance(value, Declined):
         reason = scrub(value.reason, secrets)
-        return WorkDeclined(attempt=attempt, reason=reason, result=value.result)
+        fitted = _answer({"result": value.result}, secrets, budget)
+        return WorkDeclined(
+            attempt=attempt,
+            reason=reason,
+            result=fitted.answer.get("result", {}),
+            budget=fitted.note,
+        )
     if isinstance(value, Partial):
+        fitted = _answer({"result": value.result, "skipped": value.skipped}, secrets, budget)
         return WorkPartial(
             attempt=attempt,
-            result=value.result,
+            result=fitted.answer.get("result", {}),
             processed=value.processed,
-            skipped=value.skipped,
+            skipped=fitted.answer.get("skipped", []),
             total=value.total,
+            budget=fitted.note,
         )
     returned = type(value).__name__
     return JobOutcomeMissing(
@@ -78,6 +102,13 @@ def outcome_event(value: Any, attempt: int, secrets: tuple[str, ...] = ()) -> Pa
         ),
         detail=scrub(f"the tool returned {returned}, not an outcome", secrets),
     )
+
+
+def _answer(answer: dict[str, Any], secrets: tuple[str, ...], budget: Budget | None) -> Fitted:
+    answer = scrub_value(answer, secrets)
+    if budget is None:
+        return Fitted(answer, None)
+    return fit(answer, budget.budget_bytes, tool_max=budget.tool_max)
 
 
 def failure_event(exc: BaseException, at: Attempt) -> Payload:

@@ -19,6 +19,8 @@ class Code(StrEnum):
     OUTCOME_MISSING = "OUTCOME_MISSING"
     TOOL_CRASHED = "TOOL_CRASHED"
     DEADLINE_EXCEEDED = "DEADLINE_EXCEEDED"
+    # A request's refusal, never a job's outcome: a cancel of a job that already started.
+    NOT_CANCELLABLE = "NOT_CANCELLABLE"
 
 
 TOOL_FAILURE_CODES = frozenset(
@@ -30,6 +32,10 @@ TOOL_FAILURE_CODES = frozenset(
         Code.SOURCE_UNRELIABLE,
     }
 )
+
+
+# Codes that refuse a request about a job and leave the job as it was: no job ends with one.
+REQUEST_CODES = frozenset({Code.NOT_CANCELLABLE})
 
 
 class Status(StrEnum):

@@ -28,14 +28,16 @@ def cursor_key(secret: bytes) -> bytes:
     return hmac.new(secret, b"outcomes changes-feed cursor", hashlib.sha256).digest()
 
 
-def seal(position: int, key: bytes) -> str:
+def issue_cursor(position: int, key: bytes) -> str:
+    """The opaque cursor for `position`: a fresh nonce each time, the same position inside."""
     nonce = os.urandom(_NONCE)
     body = nonce + _xor(position.to_bytes(_POSITION, "big"), _stream(key, nonce))
     raw = body + _tag(key, body)
     return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
 
 
-def unseal(cursor: str, key: bytes) -> int:
+def position_of(cursor: str, key: bytes) -> int:
+    """The position inside a cursor this ledger issued; InvalidCursorError for any other."""
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
     except (binascii.Error, ValueError):

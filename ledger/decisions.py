@@ -15,9 +15,11 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
+from ledger.budget import MIN_BUDGET_BYTES
 from ledger.codes import Code
 from ledger.error_info import ErrorInfo
 from ledger.errors import InvalidEventError
+from ledger.identifiers import check
 from ledger.tools import ToolSpec
 
 
@@ -28,6 +30,9 @@ class Caller:
     account: str
     token_id: str
     tools: frozenset[str] | None = None
+    # The token was admitted without a read (an API process's cache): the decision's own
+    # write re-checks that it is not revoked, so a revoked token records nothing.
+    recheck_token: bool = False
 
 
 @dataclass(frozen=True)
@@ -35,6 +40,17 @@ class JobRequest:
     tool: str
     args: dict[str, Any]
     idempotency_key: str | None = None
+    # The caller's start deadline (seconds; capped by the tool's): not part of the body an
+    # idempotency key names, like how long a caller waits for the answer.
+    start_within_s: float | None = None
+    budget_bytes: int | None = None  # the agent's budget for the answer (at most the tool's)
+
+    def __post_init__(self) -> None:
+        """A tool name or key that could pass for another is refused before anything is
+        recorded (UnsafeTextError: control, bidirectional, zero-width characters)."""
+        check("the tool name", self.tool)
+        if self.idempotency_key is not None:
+            check("the idempotency key", self.idempotency_key)
 
     def fingerprint(self, key: bytes) -> str:
         """Same key + same body replays; same key + another body is a conflict. An HMAC under
@@ -52,8 +68,11 @@ class JobRequest:
         return hmac.compare_digest(request_hash, hashlib.sha256(self._body()).hexdigest())
 
     def _body(self) -> bytes:
+        body: dict[str, Any] = {"tool": self.tool, "args": self.args}
+        if self.budget_bytes is not None:  # a body without one hashes as it always did
+            body["budget_bytes"] = self.budget_bytes
         try:
-            return orjson.dumps({"tool": self.tool, "args": self.args}, option=orjson.OPT_SORT_KEYS)
+            return orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
         except orjson.JSONEncodeError as exc:
             raise InvalidEventError(f"job args are not JSON: {exc}") from None
 
@@ -76,7 +95,22 @@ def tool_refusal(spec: ToolSpec | None, caller: Caller, request: JobRequest) -> 
         spec.args_model.model_validate(request.args)
     except ValidationError as exc:
         return args_refusal(request.tool, exc)
-    return None
+    return budget_refusal(spec, request)
+
+
+def budget_refusal(spec: ToolSpec, request: JobRequest) -> ErrorInfo | None:
+    """The agent may ask for a smaller answer than the tool's `max_result_bytes`, not more."""
+    asked = request.budget_bytes
+    if asked is None or MIN_BUDGET_BYTES <= asked <= spec.max_result_bytes:
+        return None
+    return ErrorInfo(
+        code=Code.INPUT_INVALID,
+        dependency=request.tool,
+        operation="accept the answer's budget",
+        fix=f"send budget_bytes from {MIN_BUDGET_BYTES} to {spec.max_result_bytes}, or none",
+        message=f"budget_bytes {asked} is outside what {request.tool!r} answers within "
+        f"({MIN_BUDGET_BYTES} to {spec.max_result_bytes} bytes).",
+    )
 
 
 def permission_refusal(caller: Caller, request: JobRequest) -> ErrorInfo | None:
@@ -144,3 +178,24 @@ def retry_after(oldest_in_window: datetime, window_s: int, now: datetime) -> int
     """Whole seconds until the oldest counted job leaves the window (at least 1)."""
     remaining = (oldest_in_window - now).total_seconds() + window_s
     return max(1, math.ceil(remaining))
+
+
+def backlog_refusal(tool: str, wait_s: float, start_within_s: float, retry_s: float) -> ErrorInfo:
+    """Refused when asked, not parked: the queue ahead would not start it within its deadline
+    (seed 001). `cause` says it is the backlog, not the account's quota."""
+    return ErrorInfo(
+        code=Code.QUOTA_EXCEEDED,
+        dependency="queue",
+        operation=f"start the job within {start_within_s:g} s",
+        retryable=True,
+        fix=(
+            f"wait {retry_s:g} s and submit again, or submit with a longer start_within_s "
+            "(up to the tool's)"
+        ),
+        message=(
+            f"The jobs queued ahead would take about {math.ceil(wait_s)} s to start this one, "
+            f"longer than its start deadline of {start_within_s:g} s; nothing was queued."
+        ),
+        retry_after_s=max(1, math.ceil(retry_s)),
+        cause="backlog",
+    )

@@ -21,3 +21,15 @@ class ErrorInfo(BaseModel):
     message: str
     retry_after_s: int | None = None
     cause: str | None = None
+
+
+_ENDS = (".", "!", "?", "…")
+
+
+def sentence(text: str) -> str:
+    """`text` as a sentence that ends with its punctuation: what precedes a fix ("… Fix: …")
+    must not run into it. Trailing spaces and a dangling `,`, `;` or `:` give way to a period."""
+    text = text.rstrip()
+    if not text or text.endswith(_ENDS):
+        return text
+    return text.rstrip(",;:").rstrip() + "."

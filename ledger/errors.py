@@ -7,6 +7,7 @@ driver type.
     LedgerError
     ├── ConfigurationError          a setting is missing or malformed
     ├── InvalidEventError           data the ledger cannot record
+    │   └── UnsafeTextError             a name or key with control, bidi or zero-width characters
     ├── ConflictError               the ledger moved under a writer
     │   ├── ConcurrencyError            stale expected version
     │   ├── AlreadyTerminalError        a second terminal outcome
@@ -24,9 +25,13 @@ driver type.
     │   ├── TokenError                  bad account/role, unknown token
     │   ├── NotAuthenticatedError       no valid token
     │   ├── JobNotFoundError            unknown job, or not this caller's
+    │   ├── NotCancellableError         a cancel of a job that already started or ended
     │   ├── NotAnAgentError             a token that may read but not submit jobs
-    │   └── InvalidCursorError          a changes-feed cursor this ledger did not issue
+    │   ├── InvalidCursorError          a changes-feed cursor this ledger did not issue
+    │   ├── NotASecretError             a place in a job's arguments that holds no secret
+    │   └── RateLimitedError            an account submitting faster than its rate
     ├── DigestError                 a digest file that is not one
+    ├── SecretUnavailableError      a sealed secret argument this process cannot open
     ├── DispatchError               the broker refused a job id
     └── OutcomeUnrecordedError      the tool ran; its outcome could not be written
 
@@ -39,6 +44,8 @@ Outside the tree, because they are not failures of the ledger:
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from ledger.codes import TOOL_FAILURE_CODES, Code
 from ledger.error_info import ErrorInfo
@@ -54,6 +61,11 @@ class ConfigurationError(LedgerError):
 
 class InvalidEventError(LedgerError):
     """An event's data cannot be recorded as given (bad shape, NUL bytes, not JSON)."""
+
+
+class UnsafeTextError(InvalidEventError):
+    """A tool name or idempotency key holding a control, bidirectional or zero-width character
+    (`ledger.identifiers`): the message names it by code point, never echoes the text."""
 
 
 # --- the ledger moved under a writer ----------------------------------------------------------
@@ -159,6 +171,18 @@ class JobNotFoundError(RequestError):
         self.job_id = job_id
 
 
+class NotCancellableError(RequestError):
+    """Only a job no worker has started (queued, or waiting for its retry) can be cancelled;
+    this one is running or has ended, and was left as it is. `envelope` is its envelope as
+    the cancel found it (JSON), for the caller to read what it does now."""
+
+    def __init__(self, job_id: str, status: str, envelope: dict[str, Any]) -> None:
+        super().__init__(f"job {job_id} is {status}: only a job not yet started can be cancelled")
+        self.job_id = job_id
+        self.status = status
+        self.envelope = envelope
+
+
 class NotAnAgentError(RequestError):
     """Only an agent token of one account submits jobs (operators and auditors read)."""
 
@@ -173,11 +197,59 @@ class InvalidCursorError(RequestError):
         super().__init__("not a cursor this ledger issued")
 
 
+class NotASecretError(RequestError):
+    """The job holds no sealed secret at that place of its arguments."""
+
+    def __init__(self, job_id: str, path: str, paths: list[str]) -> None:
+        known = ", ".join(paths) or "none"
+        super().__init__(f"job {job_id} holds no sealed secret at {path!r} (its secrets: {known})")
+
+
 # --- the rest ---------------------------------------------------------------------------------
+
+
+class WebhookTargetError(RequestError):
+    """A webhook URL the ledger will not deliver to: not http(s), unresolvable, or resolving to
+    this host, loopback, link-local or a private range (docs/webhooks.md, SSRF)."""
+
+
+class WebhookNotFoundError(RequestError):
+    """No webhook with this id for this caller (another account's is the same answer)."""
+
+    def __init__(self, webhook_id: str) -> None:
+        super().__init__(f"no webhook {webhook_id}")
+        self.webhook_id = webhook_id
+
+
+class WebhookUnavailableError(LedgerError):
+    """Webhooks need the secrets key (their signing secrets are sealed under it): this
+    process has none (OUTCOMES_SECRETS_KEY)."""
+
+
+class WebhookSendError(LedgerError):
+    """A delivery attempt got no HTTP answer (refused, timed out, no route, TLS)."""
+
+
+class RateLimitedError(RequestError):
+    """A submit over its account's rate (`ledger.fairness`): nothing was recorded. `error` is
+    the refusal's `QUOTA_EXCEEDED` (cause `rate_limit`, with `retry_after_s`)."""
+
+    def __init__(self, error: ErrorInfo) -> None:
+        super().__init__(error.message)
+        self.error = error
 
 
 class DigestError(LedgerError):
     """A digest file is unreadable or not a ledger digest."""
+
+
+class SecretUnavailableError(LedgerError):
+    """A declared secret argument that this process cannot open: its key is not loaded, the
+    sealed value was altered or moved, or it was withheld (never sealed: no key at submit)."""
+
+    def __init__(self, message: str, missing_key: str | None = None) -> None:
+        super().__init__(message)
+        self.missing_key = missing_key
 
 
 class DispatchError(LedgerError):

@@ -86,9 +86,10 @@ def finding(view: JobView, payload: Payload) -> None:
 
 
 def finding_cause(payload: Payload) -> str:
-    """Why the reconciler recorded it: the error's cause, or the dispatch deadline passing."""
+    """Why the reconciler recorded it: the error's cause, a re-dispatch's evidence, or (a
+    re-dispatch recorded before evidence was required) the dispatch deadline passing."""
     error = getattr(payload, "error", None)
-    cause = getattr(error, "cause", None)
+    cause = getattr(error, "cause", None) or getattr(payload, "evidence", None)
     return str(cause) if cause else "dispatch_deadline"
 
 

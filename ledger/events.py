@@ -11,10 +11,22 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from ledger.budget import BudgetNote
 from ledger.codes import Code, OutcomeMissingCause
 from ledger.error_info import ErrorInfo
+from ledger.tracing import TraceRecord
 
 JSONDict = dict[str, Any]
+
+
+def _unset(value: object) -> bool:
+    return value is None
+
+
+# Fields added after events were first recorded: left out while unset, so that an event
+# without them is stored exactly as before.
+def _added(default: None = None) -> Any:
+    return Field(default, exclude_if=_unset)
 
 
 class Payload(BaseModel):
@@ -42,6 +54,16 @@ class JobAccepted(Payload):
     spends: bool = False
     timeout_s: float = 300.0
     max_attempts: int = 3
+    # Closed as never started if no worker starts it within this (ledger.queueing); None in
+    # decisions recorded before start deadlines were.
+    start_within_s: float | None = _added()
+    # JSON pointers of the declared secrets in `args`, each sealed there (`ledger.secrets`);
+    # None: recorded before secrets were declared (pages then show no argument value).
+    secret_paths: list[str] | None = _added()
+    budget_bytes: int | None = _added()  # the agent's budget for the answer, when it set one
+    # The job's trace (ledger.tracing): the worker's spans continue it. None: recorded with
+    # no trace context (no caller's `traceparent`, tracing off), or before traces were.
+    trace: TraceRecord | None = _added()
 
 
 class JobRefused(Payload):
@@ -53,6 +75,8 @@ class JobRefused(Payload):
     request_hash: str | None = None
     spends: bool = False
     error: ErrorInfo
+    secret_paths: list[str] | None = _added()  # as in JobAccepted
+    trace: TraceRecord | None = _added()  # as in JobAccepted
 
 
 # --- job stream: the work -----------------------------------------------------------------
@@ -69,6 +93,17 @@ class WorkSucceeded(Payload):
     type: Literal["work.succeeded"] = "work.succeeded"
     attempt: int
     result: JSONDict = Field(default_factory=dict)
+    budget: BudgetNote | None = _added()  # set when the answer was cut to fit its budget
+
+
+class Cancellation(BaseModel):
+    """Who cancelled a job before it started (`work.declined` with `cancelled`): nothing ran."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    account: str  # the canceller's account (`*`: an operator of the whole deployment)
+    role: str  # agent or operator
+    reason: str | None = None  # as the canceller gave it (control characters refused)
 
 
 class WorkDeclined(Payload):
@@ -76,6 +111,10 @@ class WorkDeclined(Payload):
     attempt: int
     reason: str
     result: JSONDict = Field(default_factory=dict)
+    budget: BudgetNote | None = _added()
+    # Set when the caller cancelled the job before any worker started it (docs/cancel.md):
+    # declined on purpose, by the caller rather than by the tool.
+    cancelled: Cancellation | None = _added()
 
 
 class WorkPartial(Payload):
@@ -85,6 +124,7 @@ class WorkPartial(Payload):
     processed: int
     skipped: list[str] = Field(default_factory=list)
     total: int | None = None
+    budget: BudgetNote | None = _added()
 
 
 class WorkFailed(Payload):
@@ -129,6 +169,9 @@ class JobRedispatched(Payload):
     type: Literal["job.redispatched"] = "job.redispatched"
     dispatch: int
     reason: str
+    # What showed the confirmed message gone (ledger.queueing.Evidence); None in re-dispatches
+    # recorded before, which a timer decided.
+    evidence: str | None = _added()
 
 
 class JobOutcomeMissing(Payload):
@@ -171,6 +214,28 @@ class TokenRevoked(Payload):
     token_id: str
 
 
+# --- webhook streams (docs/webhooks.md) ---------------------------------------------------
+
+
+class WebhookRegistered(Payload):
+    type: Literal["webhook.registered"] = "webhook.registered"
+    webhook_id: str
+    account: str
+    url: str
+    secret: str  # sealed under the secrets key (ledger.webhooks), never the secret itself
+
+
+class WebhookRemoved(Payload):
+    type: Literal["webhook.removed"] = "webhook.removed"
+    webhook_id: str
+
+
+class WebhookDisabled(Payload):
+    type: Literal["webhook.disabled"] = "webhook.disabled"
+    webhook_id: str
+    reason: str
+
+
 AnyPayload = Annotated[
     JobAccepted
     | JobRefused
@@ -187,7 +252,10 @@ AnyPayload = Annotated[
     | BrakePulled
     | BrakeReleased
     | TokenCreated
-    | TokenRevoked,
+    | TokenRevoked
+    | WebhookRegistered
+    | WebhookRemoved
+    | WebhookDisabled,
     Field(discriminator="type"),
 ]
 _PAYLOAD = TypeAdapter(AnyPayload)

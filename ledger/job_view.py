@@ -5,15 +5,17 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any
+from datetime import datetime, timedelta
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ledger.budget import BudgetNote
 from ledger.codes import Code, NextAction, OutcomeMissingCause, Status, next_action
 from ledger.error_info import ErrorInfo
 from ledger.errors import JobStreamError
 from ledger.events import (
+    Cancellation,
     JobAccepted,
     JobOutcomeMissing,
     JobRedispatched,
@@ -31,6 +33,7 @@ from ledger.events import (
     job_id_of,
 )
 from ledger.public import public_outcome
+from ledger.tracing import TraceRecord
 
 
 class PartialInfo(BaseModel):
@@ -71,8 +74,19 @@ class JobView(BaseModel):
     lease_expires_at: datetime | None = None
     due_at: datetime | None = None  # when a scheduled retry is due
     dispatches: int = 1
+    # The caller's start deadline (capped by the tool's), and when the current wait ends:
+    # None before deadlines were recorded (ledger.queueing gives those a default).
+    start_within_s: float | None = None
+    start_by: datetime | None = None
     last_fingerprint: str | None = None
     late_outcomes: list[dict[str, Any]] = Field(default_factory=list)
+    # Added later; left out of the stored view while unset (older rows read the same).
+    secret_paths: list[str] | None = Field(None, exclude_if=lambda v: v is None)
+    budget_bytes: int | None = Field(None, exclude_if=lambda v: v is None)  # the agent's ask
+    budget: BudgetNote | None = Field(None, exclude_if=lambda v: v is None)  # answer was cut
+    # Cancelled by its caller before it started (docs/cancel.md): who, and why.
+    cancelled: Cancellation | None = Field(None, exclude_if=lambda v: v is None)
+    trace: TraceRecord | None = Field(None, exclude_if=lambda v: v is None)  # the decision's
 
     @property
     def terminal(self) -> bool:
@@ -84,7 +98,21 @@ class JobView(BaseModel):
 
     @property
     def next_action(self) -> NextAction:
+        if self.budget is not None and self.status in (Status.SUCCEEDED, Status.DECLINED):
+            return NextAction.USE_PARTIAL_AND_NARROW  # the work is done; the answer was cut
         return next_action(self.status, self.code, self.spends)
+
+
+class Waiting(BaseModel):
+    """The envelope's account of a wait (`waiting`; null unless queued or retrying)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    since: datetime  # accepted, or the retry was due
+    seconds: float  # waited so far
+    start_by: datetime  # closed as never started if no worker has started it by then
+    dispatch: Literal["confirmed", "unconfirmed"]  # has the broker confirmed its message
+    dispatches: int  # messages sent for it (more than one: sent again on evidence of a loss)
 
 
 class JobEnvelope(BaseModel):
@@ -107,9 +135,13 @@ class JobEnvelope(BaseModel):
     created_at: datetime
     updated_at: datetime
     late_outcomes: list[dict[str, Any]]
+    waiting: Waiting | None = None
+    budget: BudgetNote | None = Field(
+        description="Null when the answer came back whole; else how it was cut to fit"
+    )
 
 
-def envelope(view: JobView) -> JobEnvelope:
+def envelope(view: JobView, waiting: Waiting | None = None) -> JobEnvelope:
     return JobEnvelope(
         job_id=view.job_id,
         account=view.account,
@@ -126,6 +158,8 @@ def envelope(view: JobView) -> JobEnvelope:
         created_at=view.created_at,
         updated_at=view.updated_at,
         late_outcomes=[public_outcome(late) for late in view.late_outcomes],
+        waiting=waiting,
+        budget=view.budget,
     )
 
 
@@ -164,6 +198,11 @@ def _first(event: RecordedEvent, payload: Payload) -> JobView:
             idempotency_key=payload.idempotency_key,
             request_hash=payload.request_hash,
             args=payload.args,
+            start_within_s=payload.start_within_s,
+            start_by=_after(event.recorded_at, payload.start_within_s),
+            secret_paths=payload.secret_paths,
+            budget_bytes=payload.budget_bytes,
+            trace=payload.trace,
         )
     if isinstance(payload, JobRefused):
         return JobView(
@@ -176,6 +215,8 @@ def _first(event: RecordedEvent, payload: Payload) -> JobView:
             idempotency_key=payload.idempotency_key,
             request_hash=payload.request_hash,
             error=payload.error,
+            secret_paths=payload.secret_paths,
+            trace=payload.trace,
         )
     raise JobStreamError(f"{event.stream_id} starts with {event.type}, not a decision")
 
@@ -193,20 +234,42 @@ def _change(view: JobView, payload: Payload) -> dict[str, Any]:
             "attempts": payload.attempt,
             "lease_expires_at": payload.lease_expires_at,
             "due_at": None,
+            "start_by": None,
         }
     if isinstance(payload, WorkSucceeded):
-        return worker | {"status": Status.SUCCEEDED, "result": payload.result}
+        return worker | {
+            "status": Status.SUCCEEDED,
+            "result": payload.result,
+            "budget": payload.budget,
+        }
+    if isinstance(payload, WorkDeclined) and payload.cancelled is not None:
+        # The caller's cancel, before any worker started it: nothing ran, nothing waits.
+        return {
+            "status": Status.DECLINED,
+            "result": payload.result,
+            "declined_reason": payload.reason,
+            "cancelled": payload.cancelled,
+            "recorded_by": "api",
+            "due_at": None,
+            "start_by": None,
+        }
     if isinstance(payload, WorkDeclined):
         return worker | {
             "status": Status.DECLINED,
             "result": payload.result,
             "declined_reason": payload.reason,
+            "budget": payload.budget,
         }
     if isinstance(payload, WorkPartial):
         partial = PartialInfo(
             processed=payload.processed, skipped=payload.skipped, total=payload.total
         )
-        return worker | {"status": Status.PARTIAL, "result": payload.result, "partial": partial}
+        return worker | {
+            "status": Status.PARTIAL,
+            "result": payload.result,
+            "partial": partial,
+            "budget": payload.budget,
+        }
     if isinstance(payload, WorkFailed):
         return worker | {"status": Status.FAILED, "error": payload.error}
     if isinstance(payload, WorkHalted):
@@ -215,6 +278,7 @@ def _change(view: JobView, payload: Payload) -> dict[str, Any]:
         return worker | {
             "status": Status.RETRYING,
             "due_at": payload.due_at,
+            "start_by": _after(payload.due_at, view.start_within_s),
             "last_fingerprint": payload.fingerprint,
             "lease_expires_at": None,
         }
@@ -232,3 +296,7 @@ def _change(view: JobView, payload: Payload) -> dict[str, Any]:
             "recorded_by": "worker" if by_worker else "reconciler",
         }
     raise JobStreamError(f"job {view.job_id}: unexpected {payload.type}")
+
+
+def _after(moment: datetime, seconds: float | None) -> datetime | None:
+    return None if seconds is None else moment + timedelta(seconds=seconds)

@@ -1,22 +1,25 @@
 """What interfaces may show of a recorded event (contract §3): the one serializer behind the
-HTTP event pages, the CLI's tables and files, and the export.
+HTTP event pages, the CLI's tables and files, the console, and the export.
 
-Job arguments keep their keys but not their values (an agent may have put a secret in one),
-token hashes are withheld, and what only staff (operators, auditors) read is dropped for
-agents: raw failure detail, fingerprints, the worker's identity and the global position. The
-hashes are for auditors: they cover the stored arguments, so anyone else holding one could
-test guesses of an argument against it. The export alone keeps the stored data exactly,
-because its hashes must verify elsewhere.
+Job arguments are shown as the agent sent them, except the tool's declared secrets, whose
+places say `(secret)` (they are stored sealed: `ledger.secrets`). A decision recorded before
+secrets were declared (no `secret_paths`) keeps its keys but not its values, as it always did.
+Token hashes and webhooks' sealed signing secrets are withheld, and what only staff
+(operators, auditors) read is dropped for agents: raw failure detail, fingerprints, the
+worker's identity and the global position. The hashes are for auditors. The export alone
+keeps the stored data exactly (secrets sealed), because its hashes must verify elsewhere.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from ledger import secrets
 from ledger.clock import format_time
 from ledger.events import RecordedEvent
 
 ARG_REDACTED = "(redacted)"
+SECRET_SHOWN = secrets.SHOWN
 # Raw exception text, a dependency's state (config or credentials version), `host:pid`.
 STAFF_ONLY_KEYS = ("detail", "fingerprint", "worker")
 HASH_KEYS = ("prev_hash", "hash")
@@ -31,6 +34,7 @@ PUBLIC_OUTCOME_KEYS = (
     "total",
     "error",
     "cause",
+    "budget",
 )
 # `GET /v1/jobs/{id}/events`: what everyone sees of each event; staff also see `position`.
 JOB_EVENT_KEYS = ("stream_version", "type", "code", "recorded_at", "data")
@@ -45,9 +49,15 @@ def public_event_data(data: dict[str, Any], *, detail: bool = True) -> dict[str,
     """`detail=False`: as agents may read it."""
     shown = dict(data)
     if isinstance(shown.get("args"), dict):
-        shown["args"] = {key: ARG_REDACTED for key in shown["args"]}
+        paths = shown.get("secret_paths")
+        if isinstance(paths, list):
+            shown["args"] = secrets.shown(shown["args"], [p for p in paths if isinstance(p, str)])
+        else:  # recorded when every argument value was withheld from pages
+            shown["args"] = {key: ARG_REDACTED for key in shown["args"]}
     if "token_hash" in shown:
         shown["token_hash"] = ARG_REDACTED
+    if shown.get("type") == "webhook.registered" and "secret" in shown:
+        shown["secret"] = SECRET_SHOWN  # sealed, but no page has a use for the box
     if not detail:
         for key in STAFF_ONLY_KEYS:
             shown.pop(key, None)

@@ -1,5 +1,6 @@
-"""The read models (jobs, brakes, tokens), defined once: which events each one folds, under
-which key, with which pure fold, and which copies of the view its table keeps beside the view.
+"""The read models (jobs, brakes, tokens, webhooks), defined once: which events each one
+folds, under which key, with which pure fold, and which copies of the view its table keeps
+beside the view.
 
 The SQL projections, the memory store, `outcomes rebuild` and `audit verify` all take these
 definitions, so a live table, a rebuilt one and the one verify expects cannot disagree.
@@ -17,6 +18,7 @@ from ledger.brake_view import BrakeView, evolve_brake
 from ledger.events import JOB_EVENT_TYPES, RecordedEvent, job_id_of
 from ledger.job_view import JobView, evolve
 from ledger.token_view import TokenView, evolve_token
+from ledger.webhook_view import WebhookView, evolve_webhook
 
 V = TypeVar("V", bound=BaseModel)
 
@@ -109,7 +111,27 @@ TOKENS: ReadModel[TokenView] = ReadModel(
     _token_columns,
     refold=True,
 )
-READ_MODELS: tuple[ReadModel[Any], ...] = (JOBS, BRAKES, TOKENS)
+
+
+def _webhook_columns(view: WebhookView) -> dict[str, Any]:
+    return {
+        "account": view.account,
+        "status": view.status,
+        "ledger_position": view.ledger_position,
+    }
+
+
+WEBHOOKS: ReadModel[WebhookView] = ReadModel(
+    "webhooks",
+    "webhook_id",
+    WebhookView,
+    frozenset({"webhook.registered", "webhook.removed", "webhook.disabled"}),
+    _data_key("webhook_id"),
+    evolve_webhook,
+    _webhook_columns,
+    refold=True,
+)
+READ_MODELS: tuple[ReadModel[Any], ...] = (JOBS, BRAKES, TOKENS, WEBHOOKS)
 
 
 def model_for(event_type: str) -> ReadModel[Any] | None:

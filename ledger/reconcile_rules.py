@@ -1,9 +1,14 @@
 """The reconciler's rules (pure: open jobs and a clock in, findings out; contract §2 to §4).
 
-Silence must not look like success or like "still running" forever:
-- accepted (or due for retry) but never started past the dispatch deadline → re-dispatch,
-  which is safe because nothing ran, a bounded number of times; then OUTCOME_MISSING
-  (`never_started`);
+Silence must not look like success or like "still running" forever, and late must not be
+told as lost:
+- waiting (accepted, or due for a retry) and not started by its start deadline (the caller's
+  `start_within_s`, capped by the tool's) → OUTCOME_MISSING (`never_started`). Nothing else
+  closes a waiting job: a message the broker confirmed stays queued until a worker takes it;
+- waiting, with evidence that its confirmed message is gone (the queue lost its marker for the
+  epoch the message was confirmed under, or a worker took the delivery and could not claim
+  it) → re-dispatch, recorded with that evidence; safe, because nothing ran. A message that
+  was never confirmed is the outbox's to publish, not a finding;
 - started, no outcome, lease expired → OUTCOME_MISSING (`worker_lost`), or, for a tool that
   does not spend and has attempts left, the next attempt. A spending tool is never re-run.
 """
@@ -11,24 +16,41 @@ Silence must not look like success or like "still running" forever:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from ledger.codes import Code, OutcomeMissingCause, Status
 from ledger.error_info import ErrorInfo
 from ledger.events import JobOutcomeMissing, JobRedispatched, Payload, WorkRetryScheduled
 from ledger.job_view import JobView
+from ledger.queueing import (
+    DEFAULT_START_WITHIN_S,
+    WAITING,
+    DispatchState,
+    Evidence,
+    start_deadline,
+    waiting_since,
+)
+
+RELAY_AFTER_S = 5.0
 
 
 @dataclass(frozen=True)
 class ReconcilePolicy:
-    dispatch_timeout_s: float = 30.0
-    max_dispatches: int = 3  # the first dispatch included
+    # An unconfirmed message older than this is published again by the reconciler's relay
+    # (OUTCOMES_DISPATCH_TIMEOUT_S): its deciding process had that long to publish it.
+    relay_after_s: float = RELAY_AFTER_S
+    # The start deadline of jobs decided before deadlines were recorded.
+    default_start_within_s: float = DEFAULT_START_WITHIN_S
+    # A worker that rejected a job's message is sent another after this, doubling each time.
+    rejected_backoff_s: float = 2.0
+    rejected_backoff_max_s: float = 60.0
 
 
 @dataclass(frozen=True)
 class OpenJob:
     view: JobView
     lease_expires_at: datetime | None  # the renewed lease; None if the job holds none
+    dispatch: DispatchState | None = None  # what the outbox recorded of its message
 
 
 @dataclass(frozen=True)
@@ -39,27 +61,33 @@ class Finding:
     dispatch: bool  # hand the job id to the broker once the finding is recorded
 
 
-def dispatch_cutoff(now: datetime, policy: ReconcilePolicy) -> datetime:
-    """Jobs waiting to start since before this are overdue."""
-    return now - timedelta(seconds=policy.dispatch_timeout_s)
-
-
-def findings(jobs: list[OpenJob], now: datetime, policy: ReconcilePolicy) -> list[Finding]:
+def findings(
+    jobs: list[OpenJob], now: datetime, policy: ReconcilePolicy, epoch: str | None = None
+) -> list[Finding]:
+    """What to record for each job; `epoch` is the queue's current epoch (None: unknown)."""
     found = []
     for job in jobs:
-        finding = _judge(job, now, policy)
+        finding = _judge(job, now, policy, epoch)
         if finding is not None:
             found.append(finding)
     return found
 
 
-def _judge(job: OpenJob, now: datetime, policy: ReconcilePolicy) -> Finding | None:
+def _judge(
+    job: OpenJob, now: datetime, policy: ReconcilePolicy, epoch: str | None
+) -> Finding | None:
     view = job.view
-    cutoff = dispatch_cutoff(now, policy)
-    if view.status is Status.QUEUED and view.updated_at < cutoff:
-        return _overdue(view, policy)
-    if view.status is Status.RETRYING and view.due_at is not None and view.due_at < cutoff:
-        return _overdue(view, policy)
+    if view.status in WAITING:
+        deadline = start_deadline(view, policy.default_start_within_s)
+        if deadline <= now:
+            return _never_started(view, job.dispatch, deadline)
+        evidence = _evidence(job, now, policy, epoch)
+        if evidence is not None:
+            kind, reason = evidence
+            again = view.dispatches + 1
+            payload = JobRedispatched(dispatch=again, reason=reason, evidence=kind.value)
+            return Finding(view.job_id, view.stream_version, payload, dispatch=True)
+        return None
     if view.status is Status.RUNNING:
         lease = job.lease_expires_at or view.lease_expires_at
         if lease is not None and lease < now:
@@ -67,17 +95,37 @@ def _judge(job: OpenJob, now: datetime, policy: ReconcilePolicy) -> Finding | No
     return None
 
 
-def _overdue(view: JobView, policy: ReconcilePolicy) -> Finding:
-    if view.dispatches < policy.max_dispatches:
-        again = view.dispatches + 1
-        reason = f"not started within the dispatch deadline; dispatch {again}"
-        payload: Payload = JobRedispatched(dispatch=again, reason=reason)
-        return Finding(view.job_id, view.stream_version, payload, dispatch=True)
+def _evidence(
+    job: OpenJob, now: datetime, policy: ReconcilePolicy, epoch: str | None
+) -> tuple[Evidence, str] | None:
+    """Why the confirmed message of this wait is gone, if anything shows it."""
+    dispatch, view = job.dispatch, job.view
+    if dispatch is None:
+        return None
+    if dispatch.rejects(view):
+        waited = (now - (dispatch.rejected_at or view.updated_at)).total_seconds()
+        backoff = policy.rejected_backoff_s * 2 ** max(0, view.dispatches - 1)
+        if waited < min(backoff, policy.rejected_backoff_max_s):
+            return None
+        return Evidence.WORKER_REJECTED, f"a worker could not take it: {dispatch.rejected}"
+    moved = epoch is not None and dispatch.epoch is not None and dispatch.epoch != epoch
+    if moved and dispatch.confirms(view):
+        return Evidence.QUEUE_LOST, (
+            f"the queue lost its marker for epoch {dispatch.epoch} (deleted, re-created or "
+            "wiped): the message confirmed then may be gone"
+        )
+    return None
+
+
+def _never_started(view: JobView, dispatch: DispatchState | None, deadline: datetime) -> Finding:
+    waited = (deadline - waiting_since(view)).total_seconds()
+    confirmed = dispatch is not None and dispatch.confirms(view)
+    told = "its message was confirmed by the broker" if confirmed else "no dispatch was confirmed"
     missing = JobOutcomeMissing(
         attempt=view.attempts,
         cause=OutcomeMissingCause.NEVER_STARTED,
         error=_missing_error(OutcomeMissingCause.NEVER_STARTED, view),
-        detail=f"dispatched {view.dispatches} times, never started",
+        detail=f"not started within its start deadline ({waited:g} s); {told}",
     )
     return Finding(view.job_id, view.stream_version, missing, dispatch=False)
 
@@ -102,9 +150,15 @@ def _lost(view: JobView, now: datetime) -> Finding:
 
 
 def _missing_error(cause: OutcomeMissingCause, view: JobView) -> ErrorInfo:
-    if cause is OutcomeMissingCause.NEVER_STARTED:
-        message = "The job was accepted but never started; nothing ran."
+    if cause is OutcomeMissingCause.NEVER_STARTED and view.attempts:
+        message = "The job's next attempt did not start in time; the last one failed."
         fix = "check that workers are running and consuming the queue, then submit again"
+    elif cause is OutcomeMissingCause.NEVER_STARTED:
+        message = "The job was not started within its start deadline; nothing ran."
+        fix = (
+            "check that workers are running and consuming the queue, then submit again "
+            "(with a longer start_within_s if the tool allows it)"
+        )
     elif view.spends:
         message = "The worker was lost while the tool ran; the work may have happened."
         fix = "check at the source whether the work happened before doing it again"

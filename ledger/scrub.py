@@ -2,9 +2,14 @@
 a `ToolFailure`, a decline's reason): operators and auditors read it, agents read some of it.
 
 No secret leaves the ledger through any interface (contract §3). Two kinds are replaced:
-- the job's own argument values (`known_secrets`), wherever they appear, as they were sent or
-  as repr, JSON or a URL would quote them: the ledger cannot tell which argument is a password;
+- the job's declared secrets (`known_secrets`: the values of the tool's `SecretStr` and
+  `SecretBytes` arguments), wherever they appear, as they were sent or as repr, JSON or a URL
+  would quote them (`quote` with its default `safe="/"` or none, `quote_plus`, upper- or
+  lowercase hex); a declared secret shorter than `MIN_SECRET` characters only where it stands
+  alone (not inside a longer word or number), so that it does not blank ordinary text;
 - known shapes: URL credentials, `password=…`-style pairs, bearer tokens, provider keys.
+Other argument values are not secrets and stay readable: a message that names the lookup that
+failed or the scope that was denied keeps saying so.
 
 Cost is bounded whatever the input: the text is cut to a bound before anything else, and every
 step after that is linear (literal replacement, possessive or fixed-width patterns, and a scan
@@ -21,7 +26,7 @@ from urllib.parse import quote, quote_plus
 
 REDACTED = "[REDACTED]"
 MAX_DETAIL = 2000
-MIN_SECRET = 4  # shorter values would blank ordinary words and digits all over the text
+MIN_SECRET = 4  # shorter secrets are replaced only where they stand alone (see above)
 # Characters past the cut that the patterns still see, so that a credential cut in half at the
 # bound is recognised by what precedes it.
 _CONTEXT = 256
@@ -54,11 +59,12 @@ _SHAPES = [
 ]
 
 
-def known_secrets(args: Any) -> tuple[str, ...]:
-    """Every string and number in a job's arguments (nested ones too), in each form it may take
-    in a message; longest first, so that a secret containing another is replaced whole."""
+def known_secrets(values: Any) -> tuple[str, ...]:
+    """Every string and number in `values` (the declared secrets' values; nested ones too), in
+    each form it may take in a message; longest first, so that a secret containing another is
+    replaced whole."""
     found: set[str] = set()
-    stack = [args]
+    stack = [values]
     while stack:
         value = stack.pop()
         if isinstance(value, dict):
@@ -67,9 +73,12 @@ def known_secrets(args: Any) -> tuple[str, ...]:
             stack.extend(value)
         elif isinstance(value, str):
             found.update(_forms(value))
+        elif isinstance(value, bytes):
+            found.update(_forms(value.decode("utf-8", "replace")))
+            found.add(repr(value)[2:-1])
         elif isinstance(value, int | float) and not isinstance(value, bool):
             found.add(str(value))
-    return tuple(sorted((s for s in found if len(s) >= MIN_SECRET), key=len, reverse=True))
+    return tuple(sorted((s for s in found if s), key=len, reverse=True))
 
 
 def _forms(value: str) -> tuple[str, ...]:
@@ -78,11 +87,27 @@ def _forms(value: str) -> tuple[str, ...]:
     return (
         value,
         repr(value)[1:-1],
+        repr(value.encode("utf-8", "replace"))[2:-1],  # as SecretBytes prints it
         json.dumps(value)[1:-1],
         json.dumps(value, ensure_ascii=False)[1:-1],
-        quote(value, safe=""),
-        quote_plus(value, safe=""),
+        *_percent_forms(value),
     )
+
+
+_ESCAPE = re.compile(r"%[0-9A-F]{2}")
+
+
+def _percent_forms(value: str) -> tuple[str, ...]:
+    """As a URL would carry it: `quote` with its default (`/` left as it is) and with nothing
+    safe, `quote_plus` (a query string, `urlencode`: spaces as `+`), each also with lowercase
+    hex digits (`%2f`: other encoders write them so, and a URL means the same)."""
+    forms = {quote(value), quote(value, safe=""), quote_plus(value), quote_plus(value, safe="/")}
+    forms |= {_ESCAPE.sub(lambda m: m[0].lower(), form) for form in forms}
+    return tuple(sorted(forms))
+
+
+def _alone(secret: str) -> re.Pattern[str]:
+    return re.compile(rf"(?<![A-Za-z0-9]){re.escape(secret)}(?![A-Za-z0-9])")
 
 
 def scrub(text: str, secrets: Iterable[str] = (), *, limit: int = MAX_DETAIL) -> str:
@@ -97,6 +122,8 @@ def scrub(text: str, secrets: Iterable[str] = (), *, limit: int = MAX_DETAIL) ->
     wanted = [s for s in secrets if len(s) >= MIN_SECRET and s[:MIN_SECRET] in grams]
     for secret in wanted:
         head = head.replace(secret, REDACTED)
+    for secret in (s for s in secrets if len(s) < MIN_SECRET and s in head):
+        head = _alone(secret).sub(REDACTED, head)
     if cut:
         head = _without_partial_secret(head, wanted)
     head = _hide_userinfo(head.translate(_CONTROLS), cut)
@@ -175,3 +202,32 @@ def _hide_value(match: re.Match[str]) -> str:
     value = match["value"]
     quote_char = value[0] if value[0] in "\"'" else ""
     return f"{match['key']}{match['sep']}{quote_char}{REDACTED}{quote_char}"
+
+
+def scrub_value(value: Any, secrets: tuple[str, ...]) -> Any:
+    """A tool's answer (`result`) without the job's declared secrets: every text in it (keys
+    too) with each secret replaced, and nothing else changed (no cut, no patterns: an answer is
+    data, and its size is the budget's business)."""
+    if not secrets:
+        return value
+    if isinstance(value, str):
+        return _without_secrets(value, secrets)
+    if isinstance(value, dict):
+        return {
+            (_without_secrets(k, secrets) if isinstance(k, str) else k): scrub_value(v, secrets)
+            for k, v in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [scrub_value(item, secrets) for item in value]
+    return value
+
+
+def _without_secrets(text: str, secrets: tuple[str, ...]) -> str:
+    for secret in secrets:
+        if secret in text:
+            text = (
+                text.replace(secret, REDACTED)
+                if len(secret) >= MIN_SECRET
+                else _alone(secret).sub(REDACTED, text)
+            )
+    return text

@@ -27,6 +27,12 @@ class Telemetry(Protocol):
     def outcome_unrecorded(self, tool: str) -> None:
         """A tool ran but its outcome could not be written (the database stayed away)."""
 
+    def submit_rate_limited(self) -> None:
+        """A submit was refused over its account's rate (nothing recorded: counted here)."""
+
+    def claim_deferred(self) -> None:
+        """A job of an account at its concurrency limit was deferred at claim."""
+
 
 class NoTelemetry:
     def appended(self, seconds: float, jobs: int) -> None:
@@ -42,6 +48,12 @@ class NoTelemetry:
         pass
 
     def outcome_unrecorded(self, tool: str) -> None:
+        pass
+
+    def submit_rate_limited(self) -> None:
+        pass
+
+    def claim_deferred(self) -> None:
         pass
 
 

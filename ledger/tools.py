@@ -3,11 +3,14 @@
     @tool("tracker.read_issue", spends=False, timeout_s=30, max_attempts=3)
     def read_issue(args: ReadIssue, ctx: ToolContext) -> Succeeded | Declined | Partial: ...
 
-    @tool("tracker.fetch_issues")
+    @tool("tracker.fetch_issues", max_result_bytes=16_384)
     async def fetch_issues(args: FetchIssues, ctx: ToolContext) -> Succeeded: ...
 
-The args model is the annotation of the function's first parameter. An `async def` tool runs
-on the worker's event loop under the same deadline, lease and outcome rules as a `def` one.
+The args model is the annotation of the function's first parameter; its `SecretStr` and
+`SecretBytes` fields are the tool's secrets (`ledger.secrets`). An `async def` tool runs on the
+worker's event loop under the same deadline, lease and outcome rules as a `def` one. What a
+tool answers is kept within `max_result_bytes`, or the smaller budget the agent asked for
+(`ctx.budget_bytes`; `ledger.budget`).
 """
 
 from __future__ import annotations
@@ -17,15 +20,18 @@ import importlib
 import inspect
 import re
 import typing
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel
 
+from ledger import budget
 from ledger.errors import ConfigurationError
+from ledger.queueing import DEFAULT_START_WITHIN_S, MAX_START_WITHIN_S, MIN_START_WITHIN_S
 
-TOOL_NAME = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$")
+# \A and \Z, not ^ and $ (`$` also matches before a final newline): use it with fullmatch.
+TOOL_NAME = re.compile(r"\A[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*\Z")
 
 
 @dataclass(frozen=True)
@@ -51,6 +57,7 @@ class ToolContext:
         idempotency_key: str,
         heartbeat: Callable[[], None],
         checkpoint: Callable[[], None],
+        budget_bytes: int = budget.DEFAULT_MAX_RESULT_BYTES,
     ) -> None:
         self.job_id = job_id
         self.attempt = attempt
@@ -58,6 +65,23 @@ class ToolContext:
         self.idempotency_key = idempotency_key
         self._heartbeat = heartbeat
         self._checkpoint = checkpoint
+        # The bytes of JSON the answer may take (the tool's max_result_bytes, or less if the
+        # agent asked for less): a bigger one is cut to fit, and the envelope says so.
+        self.budget_bytes = budget_bytes
+
+    def fits(self, result: Mapping[str, Any]) -> bool:
+        """Whether `result` comes back whole within the budget."""
+        return budget.fits(result, self.budget_bytes)
+
+    def list_or_count(self, name: str, items: Sequence[Any], **beside: Any) -> dict[str, Any]:
+        """A count instead of a list when the list does not fit: `{name: items, **beside}`,
+        else `{name + "_count": len(items), **beside}`."""
+        return budget.list_or_count(name, items, self.budget_bytes, **beside)
+
+    @staticmethod
+    def delta(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, Any]:
+        """The changes instead of the state: a JSON Merge Patch (RFC 7386) from `before`."""
+        return budget.delta(before, after)
 
     def heartbeat(self) -> None:
         """Extend the job's lease now (it is also renewed in the background)."""
@@ -92,7 +116,11 @@ class ToolSpec:
     quota: Quota | None = None
     enabled: bool = True
     description: str = field(default="")
+    # The longest a job may wait for a worker before it is closed as never started; a caller
+    # may ask for less (ledger.queueing).
+    start_within_s: float = DEFAULT_START_WITHIN_S
     is_async: bool = False  # an `async def`: the worker awaits it on its event loop
+    max_result_bytes: int = budget.DEFAULT_MAX_RESULT_BYTES
 
 
 _REGISTRY: dict[str, ToolSpec] = {}
@@ -106,12 +134,27 @@ def tool(
     max_attempts: int = 3,
     quota: Quota | None = None,
     enabled: bool = True,
+    start_within_s: float = DEFAULT_START_WITHIN_S,
+    max_result_bytes: int = budget.DEFAULT_MAX_RESULT_BYTES,
 ) -> Callable[[ToolFunction], ToolFunction]:
-    """Register a tool. A spending tool is never retried (at most one `work.started`)."""
-    if not TOOL_NAME.match(name):
+    """Register a tool. A spending tool is never retried (at most one `work.started`); its
+    answers are kept within `max_result_bytes` of JSON (at most `budget.HARD_CAP_BYTES`). A
+    job not started within `start_within_s` of its decision is closed as never started (a
+    caller may ask for less, never more)."""
+    if not TOOL_NAME.fullmatch(name):
         raise ConfigurationError(f"tool name {name!r} must look like 'area.verb_noun'")
     if timeout_s <= 0 or max_attempts < 1:
         raise ConfigurationError(f"tool {name}: timeout_s must be > 0 and max_attempts >= 1")
+    if not MIN_START_WITHIN_S <= start_within_s <= MAX_START_WITHIN_S:
+        raise ConfigurationError(
+            f"tool {name}: start_within_s must be from {MIN_START_WITHIN_S:g} to "
+            f"{MAX_START_WITHIN_S:g} seconds"
+        )
+    if not budget.MIN_BUDGET_BYTES <= max_result_bytes <= budget.HARD_CAP_BYTES:
+        raise ConfigurationError(
+            f"tool {name}: max_result_bytes must be from {budget.MIN_BUDGET_BYTES} to "
+            f"{budget.HARD_CAP_BYTES}"
+        )
 
     def register(func: ToolFunction) -> ToolFunction:
         if inspect.isasyncgenfunction(func) or inspect.isgeneratorfunction(func):
@@ -127,6 +170,8 @@ def tool(
             enabled=enabled,
             description=inspect.getdoc(func) or "",
             is_async=inspect.iscoroutinefunction(func),
+            start_within_s=float(start_within_s),
+            max_result_bytes=max_result_bytes,
         )
         existing = _REGISTRY.get(name)
         if existing is not None and existing.func.__qualname__ != func.__qualname__:

@@ -3,7 +3,14 @@ request exactly as for `/v1` (`ledger.services.tokens.authenticate`), before the
 
 Stateless: each POST is served on its own, so any API process behind a load balancer answers
 any call (a stateful session would live in one process's memory). Progress notifications still
-reach the client, on the POST's own event stream.
+reach the client, on the POST's own event stream. So the endpoint is POST only: a GET (the
+standalone event stream) and a DELETE (ending a session) are answered 405 by the host app's
+router, as the transport allows a server that offers neither; no stream is left open.
+
+Before the token, the request's origin (ledger.web_origins; MCP's transport: servers MUST
+validate `Origin`): a browser page of another origin is refused 403, a request naming a
+`Host` this server does not answer under (DNS rebinding) 421. A request without `Origin` (a
+non-browser client) passes.
 """
 
 from __future__ import annotations
@@ -23,28 +30,41 @@ from ledger.error_info import ErrorInfo
 from ledger.errors import NotAuthenticatedError
 from ledger.services import tokens
 from ledger.services.ledger import Ledger
+from ledger.services.outbox import Outbox
 from ledger.token_view import TokenView
+from ledger.web_origins import host_allowed, is_loopback_address, origin_allowed
 from mcp_server.server import NOT_AUTHENTICATED, Context, LedgerMcp
 from mcp_server.watch import Watcher
 
 PATH = "/mcp"
 TOKEN_KEY = "outcomes.token"  # the authenticated TokenView, in the request's ASGI scope
 UNAUTHENTICATED = -32001  # a server-defined JSON-RPC error code (the range JSON-RPC leaves free)
+INVALID_REQUEST = -32600  # JSON-RPC's own: the request is refused before it is read
 
 
 class McpHttp:
     """The ASGI app to mount, and `running()` for the host app's lifespan."""
 
-    def __init__(self, ledger: Ledger, dispatcher: Dispatcher | None, watcher: Watcher) -> None:
+    def __init__(
+        self,
+        ledger: Ledger,
+        dispatcher: Dispatcher | Outbox | None,
+        watcher: Watcher,
+        *,
+        allowed_origins: frozenset[str] = frozenset(),
+        allowed_hosts: frozenset[str] = frozenset(),
+    ) -> None:
         self._ledger = ledger
         self._server = LedgerMcp(ledger, dispatcher, watcher, _identify).build()
         self._sessions: StreamableHTTPSessionManager | None = None
+        self._origins = allowed_origins  # OUTCOMES_ALLOWED_ORIGINS
+        self._hosts = allowed_hosts  # OUTCOMES_ALLOWED_HOSTS
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
         # A manager runs once: a new one for each run of the host app (tests start apps again).
-        # No DNS-rebinding host check: the credential is a bearer token that a browser never
-        # adds by itself, and the API's own routes do not check Host either.
+        # Origin and Host are checked here, before the SDK (its own check knows no same-origin
+        # rule and no loopback connection), so the SDK's is left off.
         sessions = StreamableHTTPSessionManager(app=self._server, stateless=True)
         async with sessions.run():
             self._sessions = sessions
@@ -55,6 +75,9 @@ class McpHttp:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
+            if refusal := self._refusal(scope):
+                await _refuse(send, *refusal)
+                return
             try:
                 view = await anyio.to_thread.run_sync(_authenticate, self._ledger, scope)
             except NotAuthenticatedError:
@@ -64,6 +87,39 @@ class McpHttp:
         if self._sessions is None:
             raise RuntimeError("the MCP endpoint is served only while the app runs")
         await self._sessions.handle_request(scope, receive, send)
+
+    def _refusal(self, scope: Scope) -> tuple[int, ErrorInfo] | None:
+        """Why a request may not reach the MCP server (Host, then Origin), or None."""
+        host = _header(scope, b"host")
+        server = scope.get("server")
+        on_loopback = is_loopback_address(server[0] if server else None)
+        if not host_allowed(host, self._hosts, on_loopback):
+            return 421, ErrorInfo(
+                code=Code.ACCESS_DENIED,
+                operation="route the request",
+                required_capability="a Host this server answers under",
+                fix="reach the server by one of its names; an operator lists them in "
+                "OUTCOMES_ALLOWED_HOSTS",
+                message="This server does not answer MCP under that Host name.",
+            )
+        origin = _header(scope, b"origin")
+        scheme = str(scope.get("scheme", "http"))
+        if origin is not None and not origin_allowed(
+            origin, host, scheme, self._origins, loopback=True
+        ):
+            return 403, ErrorInfo(
+                code=Code.ACCESS_DENIED,
+                operation="accept a browser page's request",
+                required_capability="a page of an allowed origin",
+                fix="call from this server's own origin, a loopback page, or an origin an "
+                "operator lists in OUTCOMES_ALLOWED_ORIGINS",
+                message="Requests from pages of this origin are not accepted.",
+            )
+        return None
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    return next((v.decode("latin-1") for k, v in scope["headers"] if k == name), None)
 
 
 def _authenticate(ledger: Ledger, scope: Scope) -> TokenView:
@@ -90,21 +146,35 @@ async def _unauthorized(send: Send) -> None:
         fix="send Authorization: Bearer <token> (outcomes tokens create --role agent)",
         message=NOT_AUTHENTICATED,
     )
+    await _refuse(
+        send, 401, error, UNAUTHENTICATED, [(b"www-authenticate", b'Bearer realm="outcome-ledger"')]
+    )
+
+
+async def _refuse(
+    send: Send,
+    status: int,
+    error: ErrorInfo,
+    rpc_code: int = INVALID_REQUEST,
+    extra: list[tuple[bytes, bytes]] | None = None,
+) -> None:
+    """An HTTP refusal as a JSON-RPC error (no id: the request was not read), carrying the
+    envelope's error so the client shows the code and the fix."""
     body = orjson.dumps(
         {
             "jsonrpc": "2.0",
             "id": None,
             "error": {
-                "code": UNAUTHENTICATED,
-                "message": NOT_AUTHENTICATED,
+                "code": rpc_code,
+                "message": error.message,
                 "data": {"error": error.model_dump(mode="json")},
             },
         }
     )
     headers = [
         (b"content-type", b"application/json"),
-        (b"www-authenticate", b'Bearer realm="outcome-ledger"'),
         (b"content-length", str(len(body)).encode()),
+        *(extra or []),
     ]
-    await send({"type": "http.response.start", "status": 401, "headers": headers})
+    await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})

@@ -10,7 +10,8 @@ from ledger.tools import TOOL_NAME
 SEPARATOR = "__"
 OUTCOME_GET = "outcome_get"
 OUTCOME_LIST = "outcome_list"
-LEDGER_TOOLS = (OUTCOME_GET, OUTCOME_LIST)
+OUTCOME_CANCEL = "outcome_cancel"
+LEDGER_TOOLS = (OUTCOME_GET, OUTCOME_LIST, OUTCOME_CANCEL)
 
 
 def mcp_name(tool: str) -> str | None:
@@ -24,4 +25,4 @@ def mcp_name(tool: str) -> str | None:
 def tool_name(name: str) -> str | None:
     """The ledger tool an MCP name stands for, or None for a name no tool could have."""
     tool = name.replace(SEPARATOR, ".")
-    return tool if TOOL_NAME.match(tool) else None
+    return tool if TOOL_NAME.fullmatch(tool) else None

@@ -4,7 +4,13 @@ Each request names its token (`Identify`: the bearer token over HTTP, OUTCOMES_T
 stdio) and is checked like any `/v1` request, so a revoked token stops working mid-session.
 A tool call is a job: `ledger.services.submit` records the decision, then the call waits up to
 `_wait_s` (default 30 s, at most 60) for the outcome, reporting progress where the client asked
-for it (a progressToken): when the job's status changes, and every few seconds.
+for it (a progressToken): when the job's status changes, and every few seconds. `_budget_bytes`
+asks for a smaller answer than the tool's `max_result_bytes`, `_start_within_s` for a shorter
+start deadline than the tool's (`mcp_server.options`).
+
+Options out of range and calls that record no job are answered as tool errors (`isError`, the
+typed error as structured content), not as protocol errors: the model reads the code and the
+fix, and every answer matches the tool's declared output schema (`answers.or_error_only`).
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from ledger.access import account_scope
 from ledger.codes import Code
-from ledger.decisions import JobRequest
+from ledger.decisions import JobRequest, args_refusal
 from ledger.dispatch import Dispatcher
 from ledger.error_info import ErrorInfo
 from ledger.errors import (
@@ -33,24 +39,34 @@ from ledger.errors import (
     JobNotFoundError,
     NotAnAgentError,
     NotAuthenticatedError,
+    RateLimitedError,
 )
 from ledger.job_view import JobView, envelope
 from ledger.services import catalog, jobs
 from ledger.services.ledger import Ledger
+from ledger.services.outbox import Outbox
+from ledger.services.settle import settle
 from ledger.services.submit import submit
 from ledger.token_view import TokenView
-from mcp_server.answers import envelope_schema, error_result, job_result
-from mcp_server.names import OUTCOME_GET, OUTCOME_LIST, mcp_name, tool_name
+from ledger.tracing import TraceRecord, parse_traceparent
+from mcp_server import tasks
+from mcp_server.answers import (
+    envelope_schema,
+    error_result,
+    job_not_found,
+    job_result,
+    or_error_only,
+)
+from mcp_server.cancel import CANCEL_TOOL, CancelArgs, cancel_job
+from mcp_server.names import OUTCOME_CANCEL, OUTCOME_GET, OUTCOME_LIST, mcp_name, tool_name
+from mcp_server.options import KEY_ARG, MAX_WAIT_S, option_schemas, options_of
+from mcp_server.tasks import TaskMethods, cancel_task
 from mcp_server.watch import Watcher
 
 Context = ServerRequestContext[Any, Any]
 Identify = Callable[[Context], Awaitable[TokenView]]
 
-DEFAULT_WAIT_S = 30.0
-MAX_WAIT_S = 60.0
 HEARTBEAT_S = 5.0  # a progress notification at least this often while a call waits
-WAIT_ARG = "_wait_s"
-KEY_ARG = "_idempotency_key"
 NOT_AUTHENTICATED = (
     "Not authenticated: this MCP server needs a ledger token (an agent token from "
     "`outcomes tokens create --role agent`): OUTCOMES_TOKEN for `outcomes mcp`, "
@@ -78,12 +94,12 @@ class JobPage(BaseModel):
 @dataclass(frozen=True)
 class LedgerMcp:
     ledger: Ledger
-    dispatcher: Dispatcher | None
+    dispatcher: Dispatcher | Outbox | None
     watcher: Watcher
     identify: Identify
 
     def build(self) -> Server[Any]:
-        return Server(
+        server: Server[Any] = Server(
             "outcome-ledger",
             version="1.0.0",
             instructions=(
@@ -92,8 +108,12 @@ class LedgerMcp:
                 f"ends answers its job_id: fetch it later with {OUTCOME_GET}."
             ),
             on_list_tools=self.list_tools,
-            on_call_tool=self.call_tool,
         )
+        # Registered as a plain handler: for a client that declared MCP Tasks, a call may
+        # answer a task handle instead of a CallToolResult (mcp_server.tasks).
+        server.add_request_handler("tools/call", types.CallToolRequestParams, self.call_tool)
+        TaskMethods(self.ledger, self.caller, cancel_task).install(server)
+        return server
 
     async def caller(self, ctx: Context) -> TokenView:
         try:
@@ -122,36 +142,63 @@ class LedgerMcp:
 
     async def call_tool(
         self, ctx: Context, params: types.CallToolRequestParams
-    ) -> types.CallToolResult:
+    ) -> types.CallToolResult | dict[str, Any]:
         token = await self.caller(ctx)
         arguments = dict(params.arguments or {})
-        if params.name == OUTCOME_GET:
-            return await self._get(ctx, token, _parse(GetArgs, arguments))
-        if params.name == OUTCOME_LIST:
-            return await self._list(token, _parse(ListArgs, arguments))
+        if params.name == OUTCOME_CANCEL:
+            cancelling = _parse(params.name, CancelArgs, arguments)
+            if isinstance(cancelling, ErrorInfo):
+                return error_result(cancelling)
+            return await cancel_job(self.ledger, token, cancelling)
+        if params.name in (OUTCOME_GET, OUTCOME_LIST):
+            model = GetArgs if params.name == OUTCOME_GET else ListArgs
+            parsed = _parse(params.name, model, arguments)
+            if isinstance(parsed, ErrorInfo):
+                return error_result(parsed)
+            if isinstance(parsed, GetArgs):
+                return await self._get(ctx, token, parsed)
+            assert isinstance(parsed, ListArgs)
+            return await self._list(token, parsed)
         tool = tool_name(params.name)
         if tool is None:
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool {params.name!r}")
-        wait_s = _wait_budget(arguments.pop(WAIT_ARG, DEFAULT_WAIT_S))
-        key = arguments.pop(KEY_ARG, None)
+        options = options_of(arguments)  # popped: what is left is the tool's arguments
+        if isinstance(options, ErrorInfo):
+            return error_result(options)
         try:
             caller = catalog.submitter(token)
-            request = JobRequest(tool=tool, args=arguments, idempotency_key=_key(key))
+            request = JobRequest(
+                tool=tool,
+                args=arguments,
+                idempotency_key=options.key,
+                budget_bytes=options.budget_bytes,
+                start_within_s=options.start_within_s,
+            )
             submitted = await anyio.to_thread.run_sync(
-                submit, self.ledger, caller, request, self.dispatcher
+                submit, self.ledger, caller, request, self.dispatcher, _trace_of(ctx, params)
             )
         except NotAnAgentError as exc:
             return error_result(_denied(str(exc)))
-        except (IdempotencyConflictError, InvalidEventError) as exc:
+        except IdempotencyConflictError as exc:
+            return error_result(_key_reused(exc))
+        except RateLimitedError as exc:  # nothing recorded (docs/fairness.md)
+            return error_result(exc.error)
+        except InvalidEventError as exc:
             return error_result(_invalid(str(exc)))
-        view, waited = await self._settle(ctx, token, submitted.view, wait_s)
+        # A client that follows tasks holds no call open past a moment: a job that has not
+        # ended by then answers its task (tasks/get reads the same job).
+        tasked = tasks.declared(params)
+        wait = min(options.wait_s, tasks.TASK_AFTER_S) if tasked else options.wait_s
+        view, waited = await self._settle(ctx, token, submitted.view, wait)
+        if tasked and not view.terminal:
+            return tasks.handle(view)
         return job_result(view, waited)
 
     async def _get(self, ctx: Context, token: TokenView, args: GetArgs) -> types.CallToolResult:
         try:
             view = await anyio.to_thread.run_sync(jobs.get, self.ledger, args.job_id, token)
         except JobNotFoundError:
-            return error_result(_not_found(args.job_id))
+            return error_result(job_not_found(args.job_id, "read the job"))
         view, waited = await self._settle(ctx, token, view, args.wait_s)
         return job_result(view, waited)
 
@@ -183,39 +230,43 @@ class LedgerMcp:
         self, ctx: Context, token: TokenView, view: JobView, budget: float
     ) -> tuple[JobView, float]:
         """Wait until the job is terminal or the budget is spent; the view and the wait."""
-        started = anyio.current_time()
         if view.terminal or budget <= 0:
             return view, 0.0
+        job_id = view.job_id
+
+        def read() -> JobView:
+            return jobs.get(self.ledger, job_id, token)
+
+        async def report(seen: JobView, elapsed: float) -> None:
+            await _progress(ctx, seen, elapsed, budget)
+
         # Watch first, read second: a change committed in between still counts.
-        with self.watcher.watch(view.job_id) as watch:
-            view = await anyio.to_thread.run_sync(jobs.get, self.ledger, view.job_id, token)
-            await _progress(ctx, view, 0.0, budget)
-            while not view.terminal:
-                left = started + budget - anyio.current_time()
-                if left <= 0:
-                    break
-                watch.known_position = view.ledger_position
-                if await watch.changed(min(left, HEARTBEAT_S)):
-                    view = await anyio.to_thread.run_sync(jobs.get, self.ledger, view.job_id, token)
-                await _progress(ctx, view, anyio.current_time() - started, budget)
-        return view, anyio.current_time() - started
+        with self.watcher.watch(job_id) as watch:
+            view = await anyio.to_thread.run_sync(read)
+            return await settle(watch, view, read, budget, tick_s=HEARTBEAT_S, progress=report)
+
+
+def _trace_of(ctx: Context, params: types.CallToolRequestParams) -> TraceRecord | None:
+    """The caller's trace context: the call's `_meta.traceparent` (MCP's SEP-414, which the
+    SDK's clients inject), else the HTTP request's `traceparent` header; a malformed one is
+    ignored (W3C), never an error."""
+    meta: Any = params.meta or {}
+    found = parse_traceparent(_text(meta.get("traceparent")), _text(meta.get("tracestate")))
+    request: Any = ctx.request
+    headers = getattr(request, "headers", None)
+    if found is None and headers is not None:
+        found = parse_traceparent(headers.get("traceparent"), headers.get("tracestate"))
+    return found
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def job_tool(name: str, entry: catalog.ToolEntry) -> types.Tool:
     schema = dict(entry.args_schema)
     properties = dict(schema.get("properties", {}))
-    properties[WAIT_ARG] = {
-        "type": "number",
-        "minimum": 0,
-        "maximum": MAX_WAIT_S,
-        "default": DEFAULT_WAIT_S,
-        "description": "Seconds to wait for the outcome before answering with the job id",
-    }
-    properties[KEY_ARG] = {
-        "type": "string",
-        "maxLength": 200,
-        "description": "Idempotency key: the same key and arguments answer the same job",
-    }
+    properties |= option_schemas(entry)
     schema["properties"] = properties
     return types.Tool(
         name=name,
@@ -242,9 +293,10 @@ def ledger_tools() -> list[types.Tool]:
                 "(the changes feed); pass next_cursor back as after."
             ),
             input_schema=ListArgs.model_json_schema(),
-            output_schema=JobPage.model_json_schema(),
+            output_schema=or_error_only(JobPage.model_json_schema(mode="serialization")),
             annotations=types.ToolAnnotations(read_only_hint=True),
         ),
+        CANCEL_TOOL,
     ]
 
 
@@ -258,24 +310,11 @@ async def _progress(ctx: Context, view: JobView, elapsed: float, budget: float) 
 M = TypeVar("M", bound=BaseModel)
 
 
-def _parse(model: type[M], arguments: dict[str, Any]) -> M:
+def _parse(name: str, model: type[M], arguments: dict[str, Any]) -> M | ErrorInfo:
     try:
         return model.model_validate(arguments)
     except ValidationError as exc:
-        fields = ", ".join(".".join(map(str, e["loc"])) for e in exc.errors()) or "(arguments)"
-        raise MCPError(types.INVALID_PARAMS, f"Invalid arguments: {fields}") from None
-
-
-def _wait_budget(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise MCPError(types.INVALID_PARAMS, f"{WAIT_ARG} must be a number of seconds")
-    return min(max(float(value), 0.0), MAX_WAIT_S)
-
-
-def _key(value: Any) -> str | None:
-    if value is None or (isinstance(value, str) and 0 < len(value) <= 200):
-        return value
-    raise MCPError(types.INVALID_PARAMS, f"{KEY_ARG} must be a string of 1 to 200 characters")
+        return args_refusal(name, exc)  # names the fields and the problem, never the values
 
 
 def _denied(message: str) -> ErrorInfo:
@@ -297,11 +336,12 @@ def _invalid(message: str) -> ErrorInfo:
     )
 
 
-def _not_found(job_id: str) -> ErrorInfo:
+def _key_reused(exc: IdempotencyConflictError) -> ErrorInfo:
     return ErrorInfo(
-        code=Code.REFERENCE_UNRESOLVED,
-        dependency="ledger",
-        operation="read the job",
-        fix="pass a job_id that a call of this account answered",
-        message=f"No job {job_id} for this token.",
+        code=Code.INPUT_INVALID,
+        operation="submit a job",
+        fix=f"send the arguments of job {exc.job_id} again to replay it, or use another "
+        f"{KEY_ARG} for other arguments",
+        message=f"The {KEY_ARG} was used for job {exc.job_id} with other arguments; "
+        "nothing was submitted.",
     )

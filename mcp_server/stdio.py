@@ -11,6 +11,7 @@ from mcp.server.stdio import stdio_server
 from ledger.dispatch import Dispatcher
 from ledger.services import tokens
 from ledger.services.ledger import Ledger
+from ledger.services.outbox import Outbox
 from ledger.token_view import TokenView
 from mcp_server.server import Context, LedgerMcp
 from mcp_server.watch import PollingWatcher
@@ -21,14 +22,24 @@ def check_token(ledger: Ledger, token: str) -> TokenView:
     return tokens.authenticate(ledger, token)
 
 
-def serve_stdio(ledger: Ledger, dispatcher: Dispatcher | None, token: str) -> None:
+def serve_stdio(ledger: Ledger, dispatcher: Dispatcher | Outbox | None, token: str) -> None:
     async def identify(_ctx: Context) -> TokenView:
         return await anyio.to_thread.run_sync(tokens.authenticate, ledger, token)
 
-    server = LedgerMcp(ledger, dispatcher, PollingWatcher(ledger), identify).build()
+    # The session's own outbox over a bare dispatcher: calls answer without waiting for the
+    # broker's confirmation, and the outbox publishes (again, while the broker is away).
+    sender: Dispatcher | Outbox | None = dispatcher
+    own = dispatcher is not None and not isinstance(dispatcher, Outbox)
+    if dispatcher is not None and not isinstance(dispatcher, Outbox):
+        sender = Outbox(ledger, dispatcher)
+    server = LedgerMcp(ledger, sender, PollingWatcher(ledger), identify).build()
 
     async def run() -> None:
         async with stdio_server() as (read, write):
             await server.run(read, write, server.create_initialization_options())
 
-    anyio.run(run)
+    try:
+        anyio.run(run)
+    finally:
+        if own and isinstance(sender, Outbox):
+            sender.close()

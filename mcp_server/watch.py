@@ -14,16 +14,9 @@ import anyio.to_thread
 
 from ledger.services import jobs
 from ledger.services.ledger import Ledger
+from ledger.services.settle import Watch
 
 POLL_S = 0.05
-
-
-class Watch(Protocol):
-    known_position: int
-
-    async def changed(self, timeout: float) -> bool:
-        """Wait up to `timeout` s for a hint that the job moved past `known_position`."""
-        ...
 
 
 class Watcher(Protocol):

@@ -18,7 +18,14 @@ counted, and each case is judged against the fault windows: explained or not):
   verify_at_source;
 - started_after_brake: a `work.started` between a brake's pull and its release (ledger
   positions), or a step whose brake check began after the pull had committed;
+- closed_before_deadline: OUTCOME_MISSING (never_started) recorded before the job's own start
+  deadline had passed (its decision's `start_within_s` after it was accepted, or after its
+  retry was due): late told as lost;
 - chain / read models: `outcomes audit verify` proved them.
+
+And one rate, kept in the verdict and its table: re-dispatched, the `job.redispatched` events
+per accepted job (a confirmed message sent again on evidence that it was gone), which must stay
+at most `MAX_REDISPATCH_SHARE`.
 """
 
 from __future__ import annotations
@@ -57,7 +64,9 @@ CATEGORIES = (
     "false_silence",
     "untold_spend",
     "started_after_brake",
+    "closed_before_deadline",
 )
+MAX_REDISPATCH_SHARE = 0.01  # re-dispatches per accepted job
 # A run counts as completed before the silence only if it finished this much earlier: the
 # outcome write needs a moment (a group commit) after the tool returns.
 WRITE_GRACE_S = 1.0
@@ -83,6 +92,12 @@ class Verdict:
     read_models_ok: bool = False
     cases: list[Case] = field(default_factory=list)
     time_to_truth: dict[str, dict[str, float]] = field(default_factory=dict)
+    redispatched: int = 0  # job.redispatched events
+    redispatched_by: dict[str, int] = field(default_factory=dict)  # by evidence
+
+    @property
+    def redispatch_share(self) -> float:
+        return self.redispatched / self.accepted if self.accepted else 0.0
 
     def add(self, category: str, job: str, detail: str) -> None:
         if category in self.counts:
@@ -92,10 +107,17 @@ class Verdict:
     @property
     def clean(self) -> bool:
         hard = [c for c in CATEGORIES if c != "false_silence"]
-        return all(self.counts[c] == 0 for c in hard) and self.chain_ok and self.read_models_ok
+        rare = self.redispatch_share <= MAX_REDISPATCH_SHARE
+        return (
+            all(self.counts[c] == 0 for c in hard)
+            and rare
+            and self.chain_ok
+            and self.read_models_ok
+        )
 
     def to_json(self) -> dict[str, Any]:
         body = asdict(self)
+        body["redispatch_share"] = round(self.redispatch_share, 6)
         body["clean"] = self.clean
         return body
 
@@ -162,6 +184,7 @@ def check(
     _client_view(verdict, jobs, submissions)
     _against_truth(verdict, jobs, runs, faults)
     _brakes(verdict, events, acts, faults)
+    _deadlines(verdict, jobs)
     verdict.chain_ok = bool(verify.get("ok")) and not verify.get("problems")
     verdict.read_models_ok = bool((verify.get("read_models") or {}).get("ok", False))
     verdict.time_to_truth = time_to_truth(jobs, faults)
@@ -336,6 +359,38 @@ def _brakes(
             verdict.add("started_after_brake", act.job, "a step's brake check began after the pull")
 
 
+def _deadlines(verdict: Verdict, jobs: dict[str, Job]) -> None:
+    """Never started is told at the caller's deadline, never before; re-dispatches counted."""
+    evidence: Counter[str] = Counter()
+    for job in jobs.values():
+        for event in job.events:
+            if event["type"] == "job.redispatched":
+                evidence[str(event["data"].get("evidence") or "timer")] += 1
+        decision = job.accepted
+        final = job.terminals[0] if job.terminals else None
+        if decision is None or final is None or final["type"] != "job.outcome_missing":
+            continue
+        if final["data"].get("cause") != "never_started":
+            continue
+        within = decision.get("start_within_s")
+        if within is None:
+            continue  # decided before start deadlines were recorded
+        began = unix(job.events[0]["recorded_at"])
+        retries = [e for e in job.events if e["type"] == "work.retry_scheduled"]
+        if retries:
+            began = unix(str(retries[-1]["data"]["due_at"]))
+        closed = unix(final["recorded_at"])
+        if closed < began + float(within):
+            verdict.add(
+                "closed_before_deadline",
+                job.job_id,
+                f"never_started {began + float(within) - closed:.1f} s before its {within} s "
+                "start deadline",
+            )
+    verdict.redispatched = sum(evidence.values())
+    verdict.redispatched_by = dict(sorted(evidence.items()))
+
+
 def time_to_truth(
     jobs: dict[str, Job], faults: list[dict[str, Any]]
 ) -> dict[str, dict[str, float]]:
@@ -370,6 +425,7 @@ MUST = {
     "false_silence": "0 (goal; each explained)",
     "untold_spend": "0",
     "started_after_brake": "0",
+    "closed_before_deadline": "0",
 }
 
 
@@ -383,6 +439,17 @@ def table(verdict: Verdict) -> list[tuple[str, str, str, str]]:
         if category == "false_silence":
             found += f" (+{verdict.explained_silence} explained by a fault)"
         rows.append((category, found, MUST[category], ok))
+    share = verdict.redispatch_share
+    by = ", ".join(f"{k} {v}" for k, v in verdict.redispatched_by.items())
+    found = f"{verdict.redispatched} ({share:.2%} of accepted{'; ' + by if by else ''})"
+    rows.append(
+        (
+            "re-dispatched",
+            found,
+            f"<= {MAX_REDISPATCH_SHARE:.0%}",
+            _ok(share <= MAX_REDISPATCH_SHARE),
+        )
+    )
     rows.append(("chains verify", str(verdict.chain_ok), "True", _ok(verdict.chain_ok)))
     rows.append(
         ("read models verify", str(verdict.read_models_ok), "True", _ok(verdict.read_models_ok))

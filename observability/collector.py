@@ -3,20 +3,26 @@
 Counters are honest: decisions and terminal outcomes are append-only facts, so their counts
 never fall, and they equal `outcomes audit summary` by status and code whichever process is
 scraped. Every API process reports the same ledger-wide values (aggregate with max, not sum).
+
+Every label is bounded (`observability.labels`): a refused job keeps whatever tool name its
+caller sent, and is counted under `tool="_other"` unless that tool is loaded here.
 """
 
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Iterator
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
+from ledger.clock import now
 from ledger.codes import Status
 from ledger.errors import LedgerError
 from ledger.services import counts
 from ledger.services.ledger import Ledger
+from observability import labels
 
 log = logging.getLogger(__name__)
 OPEN = (Status.QUEUED.value, Status.RUNNING.value, Status.RETRYING.value)
@@ -41,6 +47,7 @@ class LedgerCollector:
         yield from _jobs(found)
         yield from _findings(found)
         yield from _brakes(found)
+        yield from _outbox(found)
         position = GaugeMetricFamily(
             "outcomes_ledger_position", "The ledger's last position (events recorded so far)."
         )
@@ -63,22 +70,25 @@ def _jobs(found: counts.LedgerCounts) -> Iterator[Metric]:
     open_jobs = GaugeMetricFamily(
         "outcomes_jobs_open", "Accepted jobs not yet terminal, by status.", labels=["status"]
     )
-    decided: dict[tuple[str, str, str], int] = {}
+    # Groups that share their bounded labels (every tool not loaded here, say) add up.
+    decided: Counter[tuple[str, str, str]] = Counter()
+    ended: Counter[tuple[str, str, str]] = Counter()
     waiting = dict.fromkeys(OPEN, 0)
     for group in found.jobs:
-        code = group.code or ""
+        code = labels.code(group.code)
+        tool = labels.tool(group.tool)
         if not group.accepted:
-            key = ("refused", code, group.tool)
-            decided[key] = decided.get(key, 0) + group.jobs
+            decided["refused", code, tool] += group.jobs
             continue
-        key = ("accepted", "", group.tool)
-        decided[key] = decided.get(key, 0) + group.jobs
+        decided["accepted", "", tool] += group.jobs
         if group.status in waiting:
             waiting[group.status] += group.jobs
         else:
-            outcomes.add_metric([group.status, code, group.tool], group.jobs)
-    for labels, value in sorted(decided.items()):
-        decisions.add_metric(list(labels), value)
+            ended[labels.one_of(group.status, labels.STATUSES), code, tool] += group.jobs
+    for key, value in sorted(decided.items()):
+        decisions.add_metric(list(key), value)
+    for key, value in sorted(ended.items()):
+        outcomes.add_metric(list(key), value)
     for status, value in waiting.items():
         open_jobs.add_metric([status], value)
     yield decisions
@@ -93,15 +103,39 @@ def _findings(found: counts.LedgerCounts) -> Iterator[Metric]:
         labels=["finding", "cause"],
     )
     redispatches = CounterMetricFamily(
-        "outcomes_redispatches", "Accepted jobs sent to the broker again (never started in time)."
+        "outcomes_redispatches",
+        "Confirmed messages sent again on evidence that they were gone, by evidence "
+        "(queue_lost, worker_rejected; dispatch_deadline: recorded before evidence was needed).",
+        labels=["evidence"],
     )
-    for (finding, cause), value in sorted(found.findings.items()):
+    bounded: Counter[tuple[str, str]] = Counter()
+    for (finding, cause), value in found.findings.items():
+        kind = labels.one_of(finding, labels.FINDING_KINDS)
+        bounded[kind, labels.one_of(cause, labels.CAUSES)] += value
+    for (finding, cause), value in sorted(bounded.items()):
         findings.add_metric([finding, cause], value)
-    redispatches.add_metric(
-        [], sum(v for (finding, _), v in found.findings.items() if finding == "redispatched")
-    )
+    for (finding, cause), value in sorted(bounded.items()):
+        if finding == "redispatched":
+            redispatches.add_metric([cause], value)
     yield findings
     yield redispatches
+
+
+def _outbox(found: counts.LedgerCounts) -> Iterator[Metric]:
+    summary = found.dispatch
+    unconfirmed = GaugeMetricFamily(
+        "outcomes_dispatch_unconfirmed",
+        "Waiting jobs whose message the broker has not confirmed (the outbox publishes them).",
+    )
+    unconfirmed.add_metric([], summary.unconfirmed)
+    oldest = GaugeMetricFamily(
+        "outcomes_queue_oldest_wait_seconds",
+        "How long the longest-waiting job has waited for a worker (0: none waits).",
+    )
+    since = summary.oldest_waiting_since
+    oldest.add_metric([], max(0.0, (now() - since).total_seconds()) if since else 0.0)
+    yield unconfirmed
+    yield oldest
 
 
 def _brakes(found: counts.LedgerCounts) -> Iterator[Metric]:

@@ -16,6 +16,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 
 from ledger import telemetry
 from ledger.settings import Settings
+from observability import labels
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 # From a fast tool to a long one or a stuck queue (seconds).
@@ -48,6 +49,15 @@ OUTCOMES_UNRECORDED = Counter(
     ["tool"],
 )
 
+SUBMITS_RATE_LIMITED = Counter(
+    "outcomes_submits_rate_limited",
+    "Submits refused over their account's rate (docs/fairness.md): nothing was recorded.",
+)
+CLAIMS_DEFERRED = Counter(
+    "outcomes_claims_deferred",
+    "Jobs deferred at claim: their account was at its concurrency limit (docs/fairness.md).",
+)
+
 
 class PrometheusTelemetry:
     def appended(self, seconds: float, jobs: int) -> None:
@@ -56,14 +66,25 @@ class PrometheusTelemetry:
     def queue_waited(self, seconds: float) -> None:
         QUEUE_WAIT.observe(max(0.0, seconds))
 
+    # Labels bounded (`observability.labels`): a job whose tool this process has not loaded
+    # (a worker of another release) is `_other`, never a series of its own.
     def outcome_recorded(self, tool: str, status: str, seconds: float) -> None:
-        SUBMIT_TO_OUTCOME.labels(tool=tool, status=status).observe(max(0.0, seconds))
+        bounded = SUBMIT_TO_OUTCOME.labels(
+            tool=labels.tool(tool), status=labels.one_of(status, labels.STATUSES)
+        )
+        bounded.observe(max(0.0, seconds))
 
     def lease_renewal_failed(self) -> None:
         LEASE_RENEWALS_FAILED.inc()
 
     def outcome_unrecorded(self, tool: str) -> None:
-        OUTCOMES_UNRECORDED.labels(tool=tool).inc()
+        OUTCOMES_UNRECORDED.labels(tool=labels.tool(tool)).inc()
+
+    def submit_rate_limited(self) -> None:
+        SUBMITS_RATE_LIMITED.inc()
+
+    def claim_deferred(self) -> None:
+        CLAIMS_DEFERRED.inc()
 
 
 def install() -> None:

@@ -11,6 +11,7 @@ pytest_plugins = [
     "tests.plugins.api",
     "tests.plugins.cli",
     "tests.plugins.client",
+    "tests.plugins.process_settings",
 ]
 
 # Helper modules of split test files: their asserts keep pytest's detailed failure messages.

@@ -10,6 +10,7 @@ from ledger.chain import VerifyReport
 from ledger.codes import Code
 from ledger.digest import Digest
 from ledger.error_info import ErrorInfo
+from ledger.errors import DispatchError
 from ledger.events import (
     JobAccepted,
     NewEvent,
@@ -22,7 +23,7 @@ from ledger.events import (
 from ledger.job_view import JobView
 from ledger.persistence.base import Store
 from ledger.persistence.engine import make_engine
-from ledger.persistence.store import SqlStore
+from ledger.persistence.sql_store import SqlStore
 from ledger.services import audit
 from ledger.services.ledger import Ledger
 
@@ -47,8 +48,16 @@ def new(payload: Payload, actor: str = "test") -> NewEvent:
     return NewEvent(payload=payload, actor=actor)  # type: ignore[arg-type]
 
 
-def accepted(account: str = "acme", tool: str = "tracker.read_issue", **args: object) -> NewEvent:
-    return new(JobAccepted(account=account, tool=tool, args={"issue_ref": "T-1", **args}))
+def accepted(
+    account: str = "acme",
+    tool: str = "tracker.read_issue",
+    start_within_s: float | None = None,  # None: a decision from before start deadlines
+    **args: object,
+) -> NewEvent:
+    payload = JobAccepted(
+        account=account, tool=tool, args={"issue_ref": "T-1", **args}, start_within_s=start_within_s
+    )
+    return new(payload)
 
 
 def started(attempt: int = 1, lease_s: float = 30) -> NewEvent:
@@ -81,6 +90,33 @@ class Recorder:
         with self._lock:
             self.sent.append(job_id)
             self.delays.append(delay_s)
+
+
+class MarkedRecorder(Recorder):
+    """A recorder whose queue keeps an epoch marker (`ledger.dispatch.QueueMarker`), which
+    `wipe()` loses as a deleted queue would; `away` makes it a broker that cannot be asked."""
+
+    def __init__(self, queue: str = "outcomes") -> None:
+        super().__init__()
+        self.queue = queue
+        self.marker: str | None = None
+        self.away = False
+
+    def dispatch(self, job_id: str, delay_s: float = 0.0) -> None:
+        if self.away:
+            raise DispatchError("broker away")
+        super().dispatch(job_id, delay_s)
+
+    def marker_present(self, epoch: str) -> bool | None:
+        return None if self.away else self.marker == epoch
+
+    def place_marker(self, epoch: str) -> None:
+        if self.away:
+            raise DispatchError("broker away")
+        self.marker = epoch
+
+    def wipe(self) -> None:
+        self.marker = None
 
 
 def get_job(where: Store | Ledger, job_id: str) -> JobView | None:

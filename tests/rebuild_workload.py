@@ -44,7 +44,7 @@ from ledger.events import (
 )
 from ledger.job_view import JobEnvelope, JobView, envelope
 from ledger.persistence.schema import READ_MODEL_TABLES, events, jobs
-from ledger.persistence.store import SqlStore
+from ledger.persistence.sql_store import SqlStore
 
 SEEDS = (20261130, 4242)
 JOBS_PER_KIND = 8

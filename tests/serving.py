@@ -41,13 +41,15 @@ def free_port() -> int:
 
 
 @contextmanager
-def serving(home: Path, env: dict[str, str]) -> Iterator[str]:
-    """`outcomes serve` in `home` on a free port; yields its base URL once it is healthy."""
+def serving(home: Path, env: dict[str, str], *, api_only: bool = False) -> Iterator[str]:
+    """`outcomes serve` in `home` on a free port; yields its base URL once it is healthy.
+    With `api_only`, the API alone (`--api-only`: no worker, no reconciler of its own)."""
     port = free_port()
     log_path = home / "serve.log"
+    extra = ["--api-only"] if api_only else []
     with log_path.open("wb") as log:
         server = subprocess.Popen(
-            outcomes_argv("serve", "--port", str(port)),
+            outcomes_argv("serve", "--port", str(port), *extra),
             cwd=home,
             env=env,
             stdout=log,
@@ -69,10 +71,12 @@ def serving(home: Path, env: dict[str, str]) -> Iterator[str]:
         wait_until(healthy, 60, "outcomes serve to answer /healthz")
         yield base
     finally:
-        stop_serve(server, log_path)
+        stop_serve(server, log_path, with_worker=not api_only)
 
 
-def stop_serve(server: subprocess.Popen[bytes], log_path: Path) -> None:
+def stop_serve(
+    server: subprocess.Popen[bytes], log_path: Path, *, with_worker: bool = True
+) -> None:
     """SIGTERM to serve's process group, SIGKILL if it lingers; then its worker (in a session of
     its own, which serve stops on SIGTERM) must be gone too: an orphan fails the test."""
     with suppress(ProcessLookupError):
@@ -82,6 +86,8 @@ def stop_serve(server: subprocess.Popen[bytes], log_path: Path) -> None:
     except subprocess.TimeoutExpired:
         os.killpg(server.pid, signal.SIGKILL)
         server.wait(timeout=10)
+    if not with_worker:
+        return
     found = re.search(r"worker pid (\d+)", log_path.read_text(errors="replace"))
     assert found, "serve did not report its worker's pid"
     pid = int(found.group(1))

@@ -14,6 +14,7 @@ gates to make a tool finish at a chosen moment (while Postgres is down, after a 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 import signal
 import threading
@@ -21,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SecretStr
 
 from ledger.codes import Code
 from ledger.error_info import ErrorInfo
@@ -363,63 +364,66 @@ CANARY_GATE = threading.Event()  # in-process tests: the late tool waits for it 
 
 
 class Secret(BaseModel):
-    secret: str
+    secret: SecretStr  # declared: sealed at rest, scrubbed wherever the tool repeats it
 
 
 @tool("canary.crash", spends=False, max_attempts=1)
 def canary_crash(args: Secret, ctx: ToolContext) -> Succeeded:
     """Crashes with its argument in the text: as is, inside a URL, a pair and a repr."""
+    secret = args.secret.get_secret_value()
     raise RuntimeError(
-        f"{args.secret} | postgresql://admin:{args.secret}@db:5432/x | "
-        f"password={args.secret}; {{'token': {args.secret!r}}}"
+        f"{secret} | postgresql://admin:{secret}@db:5432/x | "
+        f"password={secret}; {{'token': {secret!r}}}"
     )
 
 
 @tool("canary.refuse", spends=False, max_attempts=1)
 def canary_refuse(args: Secret, ctx: ToolContext) -> Succeeded:
     """A typed failure with its argument in every text field."""
+    secret = args.secret.get_secret_value()
     raise ToolFailure(
         code=Code.ACCESS_DENIED,
-        dependency=f"vault {args.secret}",
-        operation=f"log in as {args.secret}",
-        required_capability=f"cap {args.secret}",
-        safe_fallback=f"retry with {args.secret}",
-        fix=f"rotate {args.secret}",
-        message=f"The vault refused {args.secret}.",
-        fingerprint=f"credentials {args.secret}",
+        dependency=f"vault {secret}",
+        operation=f"log in as {secret}",
+        required_capability=f"cap {secret}",
+        safe_fallback=f"retry with {secret}",
+        fix=f"rotate {secret}",
+        message=f"The vault refused {secret}.",
+        fingerprint=f"credentials {secret}",
     )
 
 
 @tool("canary.flaky", spends=False, max_attempts=2)
 def canary_flaky(args: Secret, ctx: ToolContext) -> Succeeded:
     """Retryable, with its argument in the fingerprint and the message: a retry is dispatched."""
+    secret = args.secret.get_secret_value()
     raise ToolFailure(
         code=Code.SOURCE_UNRELIABLE,
         dependency="index",
         operation="query",
         retryable=True,
-        message=f"The index timed out on {args.secret}.",
-        fingerprint=f"generation {ctx.attempt} {args.secret}",
+        message=f"The index timed out on {secret}.",
+        fingerprint=f"generation {ctx.attempt} {secret}",
     )
 
 
 @tool("canary.decline", spends=False)
 def canary_decline(args: Secret, ctx: ToolContext) -> Declined:
-    return Declined(reason=f"already done for {args.secret}")
+    return Declined(reason=f"already done for {args.secret.get_secret_value()}")
 
 
 @tool("canary.halt", spends=False)
 def canary_halt(args: Secret, ctx: ToolContext) -> Succeeded:
     """Raises a brake of its own making (its text is the tool's, not an operator's)."""
-    error = ErrorInfo(code=Code.BRAKE_ENGAGED, message=f"stopped at {args.secret}")
-    raise BrakeEngaged(error)
+    message = f"stopped at {args.secret.get_secret_value()}"
+    raise BrakeEngaged(ErrorInfo(code=Code.BRAKE_ENGAGED, message=message))
 
 
 @tool("canary.late", spends=False, max_attempts=1, timeout_s=60)
 def canary_late(args: Secret, ctx: ToolContext) -> Succeeded:
     """Crashes with its argument once the test lets it go (after the job was closed)."""
     CANARY_GATE.wait(30)
-    raise RuntimeError(f"late: {args.secret}")
+    raise RuntimeError(f"late: {args.secret.get_secret_value()}")
 
 
 # --- async tools: run on the worker's event loop beside the sync ones -------------------------
@@ -507,3 +511,59 @@ async def _never_awaited(folder: str) -> Succeeded:
 def sync_returns_coroutine(args: AsyncSteps, ctx: ToolContext) -> Any:
     """Declared `def`, hands back a coroutine: must be a typed failure, never success."""
     return _never_awaited(args.folder)
+
+
+# --- declared secrets and budgeted answers (issue 26) ----------------------------------------
+
+
+class VaultLogin(BaseModel):
+    """A login to a named vault: the password is declared secret, the rest is not."""
+
+    vault: str
+    user: str
+    password: SecretStr
+    mode: str = "crash"  # "crash": an exception; "refuse": a ToolFailure; "ok": success
+    proof: str = ""  # a file the tool writes the SHA-256 of the password it received into
+
+
+@tool("vault.login", spends=False, max_attempts=1)
+def vault_login(args: VaultLogin, ctx: ToolContext) -> Succeeded:
+    """Logs in to a vault; fails quoting every argument, the password included."""
+    password = args.password.get_secret_value()
+    if args.proof:
+        Path(args.proof).write_text(hashlib.sha256(password.encode()).hexdigest())
+    if args.mode == "refuse":
+        raise ToolFailure(
+            code=Code.ACCESS_DENIED,
+            dependency=f"vault {args.vault}",
+            operation=f"log in as {args.user}",
+            required_capability=f"{args.vault}:login",
+            fix=f"ask the owner of {args.vault} to let {args.user} in (password {password})",
+            message=f"The vault {args.vault} refused {args.user} with password {password}.",
+            fingerprint=f"{args.vault}/{args.user}/{password}",
+        )
+    if args.mode == "ok":
+        return Succeeded(result={"vault": args.vault, "user": args.user, "echo": password})
+    raise RuntimeError(f"login to {args.vault} as {args.user} failed: password={password!r}")
+
+
+class Listing(BaseModel):
+    items: int = Field(default=10, ge=0, le=1_000_000)
+    item_bytes: int = Field(default=100, ge=1, le=100_000)
+    count_when_over: bool = False  # answer a count instead of the list when it does not fit
+
+
+@tool("budget.listing", timeout_s=60, max_attempts=1)
+def budget_listing(args: Listing, ctx: ToolContext) -> Succeeded:
+    """Lists `items` texts of `item_bytes` each (ten of them make a 10 MB answer)."""
+    items = [f"{n:08d}".ljust(args.item_bytes, "x") for n in range(args.items)]
+    if args.count_when_over:
+        return Succeeded(result=ctx.list_or_count("items", items, total=args.items))
+    return Succeeded(result={"items": items, "total": args.items})
+
+
+@tool("budget.small_cap", max_result_bytes=1024, max_attempts=1)
+def budget_small_cap(args: Listing, ctx: ToolContext) -> Succeeded:
+    """The same list under a 1 KiB cap of its own."""
+    items = [f"{n:08d}".ljust(args.item_bytes, "x") for n in range(args.items)]
+    return Succeeded(result={"items": items, "total": args.items})

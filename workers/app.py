@@ -78,6 +78,12 @@ def make_celery(settings: Settings | None = None) -> Celery:
             "interval_max": 0.5,
         },
         worker_prefetch_multiplier=settings.prefetch,
+        # Celery's "reduce the prefetch after a reconnect, restore it as tasks complete" chains
+        # its restoring `basic.qos` onto each ack; the batched runner acks from threads of its
+        # own, so that call ran off the event loop (not thread-safe), and a connection lost at
+        # that moment killed the runner's claims thread (a nemesis campaign stalled on it). The
+        # reduction only guards against over-fetching, which the prefetch limit bounds anyway.
+        worker_enable_prefetch_count_reduction=False,
         worker_hijack_root_logger=False,
         # Flower and `celery events` read these; off by default (a message per task state).
         worker_send_task_events=settings.task_events,

@@ -14,6 +14,10 @@ finds the jobs running or closed and skips them (the reconciler judges a lost at
 
 A prefork or solo worker keeps Celery's own strategy: each pool process runs one job at a time.
 A delayed message (a retry's backoff) also takes Celery's own way, through its timer and pool.
+
+With task events on (OUTCOMES_TASK_EVENTS=1) the runner sends, for each delivery, the events
+Celery's request would (workers/task_events.py): received, started once claimed, and the one
+that matches its outcome. With them off it holds no events object: nothing is built or sent.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from ledger.errors import OutcomeUnrecordedError, StorageUnavailableError
 from ledger.services.execute import Execution, Executor
 from ledger.services.work import Claim, ClaimResult
 from workers.app import EXECUTE_TASK
+from workers.task_events import CLAIM_FAILED, TaskEvents, failure_text, settled_text
 
 log = logging.getLogger(__name__)
 
@@ -45,11 +50,13 @@ MAX_BACKOFF_S = 30.0  # between claim attempts while the ledger is unavailable
 # room for: a claim costs about the same for one job as for sixteen, and without the wait the
 # claims thread took only the slots of the tools that had just returned, about half of them.
 GATHER_S = 0.005
-# How long a claim with room to spare waits for more deliveries while they keep coming (a
-# claim was taken within STEADY_S): one producer's jobs arrive a couple of milliseconds apart,
-# and claiming each alone cost a transaction per job. After a quiet spell nothing waits.
+# How long a claim with room to spare waits for more deliveries while they keep coming (the
+# last two arrived less than STEADY_S apart): one producer's jobs arrive a couple of
+# milliseconds apart, and claiming each alone cost a transaction per job. An agent that waits
+# for each call's outcome before the next sends one every ten milliseconds or more: nothing
+# follows its job, so its claim never waits (it used to, 5 ms on every call).
 LINGER_S = 0.005
-STEADY_S = 0.05
+STEADY_S = 0.005
 
 
 class Delivery:
@@ -110,6 +117,7 @@ class BatchedRunner:
         gather_s: float = GATHER_S,
         linger_s: float = LINGER_S,
         steady_s: float = STEADY_S,
+        events: TaskEvents | None = None,
     ) -> None:
         self._make_executor = executor  # called once, in the worker process, at the first claim
         self._made: Executor | None = None
@@ -117,7 +125,8 @@ class BatchedRunner:
         self._gather_s = gather_s
         self._linger_s = linger_s
         self._steady_s = steady_s
-        self._last_take = float("-inf")  # time.monotonic() of the last claim taken
+        self._last_arrival = float("-inf")  # time.monotonic() of the last delivery
+        self._gap = float("inf")  # seconds between the last two deliveries
         self._cond = threading.Condition()
         self._inbox: deque[Delivery] = deque()
         self._busy = 0  # deliveries taken from the inbox and not yet acked
@@ -125,13 +134,18 @@ class BatchedRunner:
         self._stopping = False
         self._jobs = DaemonThreads("job")
         self._thread: threading.Thread | None = None
+        self._events = events  # None: task events are off
 
     def deliver(self, delivery: Delivery) -> None:
+        if self._events is not None:
+            self._events.received(delivery.id, delivery.job_id, delivery.message.headers)
         with self._cond:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._serve, name="claims", daemon=True)
                 self._thread.start()
             self._inbox.append(delivery)
+            arrived = time.monotonic()
+            self._gap, self._last_arrival = arrived - self._last_arrival, arrived
             self._cond.notify_all()
 
     def stop(self, timeout_s: float | None = None) -> bool:
@@ -152,6 +166,10 @@ class BatchedRunner:
         if thread is not None:
             thread.join()
         return True
+
+    @property
+    def events(self) -> TaskEvents | None:
+        return self._events
 
     def resume(self) -> None:
         with self._cond:
@@ -178,7 +196,10 @@ class BatchedRunner:
             for delivery, claim in zip(batch, claims, strict=True):
                 if claim is None or claim.result is not ClaimResult.CLAIMED:
                     self._finish(delivery, claim)
-                elif not executor.start(
+                    continue
+                if self._events is not None:
+                    self._events.started(delivery.id)
+                if not executor.start(
                     claim,
                     functools.partial(self._free_slot, delivery),
                     functools.partial(self._settled, delivery),
@@ -193,13 +214,12 @@ class BatchedRunner:
                 # More waits than there is room for, and tools are running: let them return
                 # for a moment, so that this claim takes a fuller batch.
                 self._cond.wait_for(self._room_for_the_inbox, timeout=self._gather_s)
-            elif time.monotonic() - self._last_take < self._steady_s:
+            elif self._gap < self._steady_s:
                 # Room to spare while deliveries keep coming: let a few more arrive, so that
                 # one claim (one transaction, one commit) serves them.
                 self._cond.wait_for(self._inbox_fills_the_room, timeout=self._linger_s)
             if self._stopping:
                 return None
-            self._last_take = time.monotonic()
             room = min(self._slots - self._running, len(self._inbox))
             self._busy += room
             self._running += room
@@ -217,9 +237,10 @@ class BatchedRunner:
         return self._stopping or len(self._inbox) >= self._slots - self._running
 
     def _claim(self, batch: list[Delivery]) -> list[Claim | None] | None:
-        """The batch's claims, in order; None for a delivery whose claim failed (logged; its
-        message is acked, as Celery acks a failed late-ack task, and the reconciler
-        re-dispatches the job). None for all while the ledger stays down and we stop."""
+        """The batch's claims, in order; None for a delivery whose claim failed (logged and
+        reported as a rejected delivery, its message acked, as Celery acks a failed late-ack
+        task: the reconciler sends another). None for all while the ledger stays down and we
+        stop."""
         executor = self._executor()  # the one claims thread makes it, before any job runs
         delay = 0.05
         while True:
@@ -231,9 +252,10 @@ class BatchedRunner:
                 log.warning(
                     "claiming %d job(s): ledger unavailable (%s); retrying", len(batch), exc
                 )
-            except Exception:
+            except Exception as exc:
                 if len(batch) == 1:
                     log.exception("job %s: claim failed", batch[0].job_id)
+                    executor.report_rejected(batch[0].job_id, exc)
                     return [None]
                 # One bad delivery must not cost the others: each alone.
                 return [self._claim_one(executor, d) for d in batch]
@@ -252,12 +274,15 @@ class BatchedRunner:
     def _claim_one(executor: Executor, delivery: Delivery) -> Claim | None:
         try:
             return executor.claim_batch([delivery.job_id])[0]
-        except Exception:
+        except Exception as exc:
             log.exception("job %s: claim failed", delivery.job_id)
+            executor.report_rejected(delivery.job_id, exc)
             return None
 
     def _finish(self, delivery: Delivery, claim: Claim | None) -> None:
         if claim is None:
+            if self._events is not None:
+                self._events.settled(delivery.id, CLAIM_FAILED, None)
             self._release([delivery])
             return
         try:
@@ -271,20 +296,28 @@ class BatchedRunner:
 
     def _settled(self, delivery: Delivery, result: Execution | Exception) -> None:
         """The job is settled (its outcome recorded, or why not logged): the message goes."""
+        took = time.time() - (delivery.time_start or time.time())
         try:
-            if isinstance(result, OutcomeUnrecordedError):
-                log.error("%s", result)  # the lease lapses; the reconciler records what is known
-            elif isinstance(result, Exception):
-                log.error("job %s: execution failed", delivery.job_id, exc_info=result)
+            if isinstance(result, Exception):
+                if isinstance(result, OutcomeUnrecordedError):
+                    log.error("%s", result)  # the lease lapses; the reconciler records the rest
+                else:
+                    log.error("job %s: execution failed", delivery.job_id, exc_info=result)
+                if self._events is not None:
+                    self._events.settled(delivery.id, failure_text(result), took)
             else:
                 log.info(
                     "job %s: %s %s", delivery.job_id, result.claim.value, result.event_type or ""
                 )
-                if log.isEnabledFor(logging.INFO):
-                    # Celery's own line for a handled task, which operators' log searches expect.
-                    took = time.time() - (delivery.time_start or time.time())
+                logged = log.isEnabledFor(logging.INFO)
+                if logged or self._events is not None:
+                    text = settled_text(result)
+                    if self._events is not None:
+                        self._events.settled(delivery.id, text, took)
+                    # Celery's own line for a handled task (as the task's own way logs it, with
+                    # its returned words), which operators' log searches expect.
                     log.info(
-                        "Task %s[%s] succeeded in %.6fs: None", EXECUTE_TASK, delivery.id, took
+                        "Task %s[%s] succeeded in %.6fs: %r", EXECUTE_TASK, delivery.id, took, text
                     )
         finally:
             self._release([delivery])
@@ -307,7 +340,15 @@ class BatchedRunner:
             direct = self._stopping
         for delivery in deliveries:
             if ack:
-                delivery.ack(direct)
+                try:
+                    delivery.ack(direct)
+                except Exception as exc:  # never the claims thread's end: the job is settled
+                    log.warning(
+                        "job %s: its message could not be acked (%s); a redelivery's claim "
+                        "skips it",
+                        delivery.job_id,
+                        exc,
+                    )
             state.task_ready(delivery)
         with self._cond:
             for delivery in deliveries:
@@ -329,7 +370,9 @@ def strategy(task: Any, app: Any, consumer: Any, **options: Any) -> Callable[...
     # The strategy is made again at each consumer restart; its runner is kept.
     runner = RUNNERS.get(id(consumer))
     if runner is None:
-        runner = RUNNERS[id(consumer)] = BatchedRunner(resources.executor, consumer.pool.limit)
+        events = TaskEvents(consumer) if app.conf.worker_send_task_events else None
+        runner = BatchedRunner(resources.executor, consumer.pool.limit, events=events)
+        RUNNERS[id(consumer)] = runner
     hostname, errors = consumer.hostname, consumer.connection_errors
 
     def handle(message: Any, body: Any, ack: Any, reject: Any, callbacks: Any, **kw: Any) -> Any:
@@ -369,3 +412,5 @@ class BatchedStop(bootsteps.StartStopStep):  # type: ignore[misc]  # Celery is u
         if busy := runner.busy:
             log.info("waiting for %d batched job(s) to finish", busy)
         runner.stop()
+        if runner.events is not None:  # the jobs' last events, before the loop that sends them ends
+            runner.events.flush()

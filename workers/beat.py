@@ -10,7 +10,6 @@ import logging
 from celery import shared_task
 
 from ledger.services.reconcile import ReconcileRunner, policy_from
-from ledger.settings import load_settings
 from workers import resources
 from workers.app import RECONCILE_TASK
 
@@ -20,7 +19,7 @@ log = logging.getLogger(__name__)
 @shared_task(name=RECONCILE_TASK, ignore_result=True)
 def reconcile_pass() -> list[str]:
     runner = ReconcileRunner(
-        resources.ledger(), resources.dispatcher(), policy_from(load_settings())
+        resources.ledger(), resources.dispatcher(), policy_from(resources.settings())
     )
     result = runner.run_once()
     if result.recorded:

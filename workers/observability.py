@@ -14,15 +14,15 @@ from typing import Any
 from celery.signals import setup_logging, worker_init
 
 from ledger.errors import ConfigurationError
-from ledger.settings import load_settings
-from observability import exposition, logs, metrics
+from observability import exposition, logs, metrics, tracing
+from workers import resources
 
 
 def _json_logging(loglevel: Any = "INFO", **_: Any) -> None:
     logs.install("json", loglevel or "INFO")
 
 
-if load_settings().log_format == "json":
+if resources.settings().log_format == "json":
     # A receiver of setup_logging replaces Celery's own logging setup (in every pool process).
     setup_logging.connect(_json_logging, weak=False)
 
@@ -31,12 +31,16 @@ if load_settings().log_format == "json":
 def _metrics(**_: Any) -> None:
     """In the worker's main process, before its pool starts (pool processes inherit it)."""
     metrics.install()
-    settings = load_settings()
+    # Spans, when OTEL_* ask for them (docs/tracing.md); a prefork pool's processes inherit
+    # the provider, whose batch processor the SDK starts again after the fork.
+    tracing.install_from_env("outcome-ledger-worker")
+    settings = resources.settings()
     if settings.metrics_port is not None:
         exposition.serve_process_metrics(settings.metrics_host, settings.metrics_port)
 
 
 def check(pool: str) -> None:
     """Refuse, before starting, metrics a worker could not serve as configured."""
-    if reason := metrics.check_worker(load_settings(), pool):
+    if reason := metrics.check_worker(resources.settings(), pool):
         raise ConfigurationError(reason)
+    tracing.install_from_env("outcome-ledger-worker")  # an exporter it cannot make: refused now

@@ -12,6 +12,7 @@ from outcomes_client.aio import AsyncClient
 from outcomes_client.errors import (
     AuthenticationError,
     InvalidRequest,
+    NotCancellable,
     NotFound,
     OutcomesError,
     PermissionDenied,
@@ -22,6 +23,8 @@ from outcomes_client.errors import (
     WaitTimeout,
 )
 from outcomes_client.models import (
+    Budget,
+    CancelRefusal,
     Change,
     Envelope,
     ErrorInfo,
@@ -30,16 +33,20 @@ from outcomes_client.models import (
     JobPage,
     LateOutcome,
     NextAction,
+    Omission,
     PartialInfo,
     Problem,
     Status,
     Submission,
+    Waiting,
 )
 from outcomes_client.sync import Client
 
 __all__ = [
     "AsyncClient",
     "AuthenticationError",
+    "Budget",
+    "CancelRefusal",
     "Change",
     "Client",
     "Envelope",
@@ -50,7 +57,9 @@ __all__ = [
     "JobPage",
     "LateOutcome",
     "NextAction",
+    "NotCancellable",
     "NotFound",
+    "Omission",
     "OutcomesError",
     "PartialInfo",
     "PermissionDenied",
@@ -62,4 +71,5 @@ __all__ = [
     "TransportError",
     "UnexpectedResponse",
     "WaitTimeout",
+    "Waiting",
 ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, TypeVar
 
 import httpx
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, SecretBytes, SecretStr, ValidationError
 
 from outcomes_client.errors import (
     OutcomesError,
@@ -13,7 +13,7 @@ from outcomes_client.errors import (
     UnexpectedResponse,
     problem_error,
 )
-from outcomes_client.models import Change, JobPage, Problem, Submission
+from outcomes_client.models import CancelRefusal, Change, JobPage, Problem, Submission
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -24,11 +24,35 @@ ANSWER_MARGIN_S = 10.0
 RETRY_BACKOFF_S = (0.1, 0.25, 0.5, 1.0, 2.0)
 
 
-def submit_document(tool: str, args: dict[str, Any], idempotency_key: str | None) -> dict[str, Any]:
-    body: dict[str, Any] = {"tool": tool, "args": args}
+def submit_document(
+    tool: str,
+    args: dict[str, Any],
+    idempotency_key: str | None,
+    start_within_s: float | None = None,
+    budget_bytes: int | None = None,
+) -> dict[str, Any]:
+    body: dict[str, Any] = {"tool": tool, "args": revealed(args)}
     if idempotency_key is not None:
         body["idempotency_key"] = idempotency_key
+    if start_within_s is not None:
+        body["start_within_s"] = start_within_s
+    if budget_bytes is not None:
+        body["budget_bytes"] = budget_bytes
     return body
+
+
+def revealed(value: Any) -> Any:
+    """`args` as sent: a `SecretStr`/`SecretBytes` (so the agent's own code never prints a
+    secret) becomes its value, which only the request body carries."""
+    if isinstance(value, SecretStr):
+        return value.get_secret_value()
+    if isinstance(value, SecretBytes):
+        return value.get_secret_value().decode()
+    if isinstance(value, dict):
+        return {key: revealed(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [revealed(item) for item in value]
+    return value
 
 
 def read_submission(response: httpx.Response) -> Submission:
@@ -57,11 +81,21 @@ def read(response: httpx.Response, model: type[M]) -> M:
         raise UnexpectedResponse(response.status_code, response.text) from None
 
 
+NOT_CANCELLABLE = "NOT_CANCELLABLE"
+
+
 def error_of(response: httpx.Response) -> OutcomesError:
     try:
-        return problem_error(Problem.model_validate_json(response.content))
+        problem = Problem.model_validate_json(response.content)
+        if problem.status == 409 and problem.error.code == NOT_CANCELLABLE:
+            problem = CancelRefusal.model_validate_json(response.content)
+        return problem_error(problem)
     except ValidationError:
         return UnexpectedResponse(response.status_code, response.text)
+
+
+def cancel_document(reason: str | None) -> dict[str, Any] | None:
+    return {"reason": reason} if reason is not None else None
 
 
 def retryable(error: BaseException) -> bool:

@@ -5,6 +5,7 @@
     │   ├── AuthenticationError     401: no valid token
     │   ├── PermissionDenied        403: role, account or tool not allowed
     │   ├── NotFound                404: unknown job (or another account's)
+    │   ├── NotCancellable          409 NOT_CANCELLABLE: the job started or ended (.envelope)
     │   ├── InvalidRequest          other 4xx: the request itself is wrong (422, 413, 415, ...)
     │   └── ServiceUnavailable      5xx: the API or its ledger is down; try again later
     ├── UnexpectedResponse      an answer that is not the contract's (a proxy's HTML page, ...)
@@ -17,7 +18,7 @@ A refused job is not here: it is a recorded decision, answered as a `Submission`
 
 from __future__ import annotations
 
-from outcomes_client.models import Envelope, NextAction, Problem
+from outcomes_client.models import CancelRefusal, Envelope, NextAction, Problem
 
 
 class OutcomesError(Exception):
@@ -56,6 +57,19 @@ class NotFound(ProblemError):
     pass
 
 
+class NotCancellable(ProblemError):
+    """A cancel of a job a worker has started (or that has ended): nothing was changed. Wait
+    for its outcome instead; `envelope` is the job as the cancel found it."""
+
+    def __init__(self, problem: CancelRefusal) -> None:
+        super().__init__(problem)
+        self.envelope = problem.job
+
+    @property
+    def next_action(self) -> NextAction:
+        return "accept" if self.envelope.terminal else "wait"
+
+
 class InvalidRequest(ProblemError):
     pass
 
@@ -84,8 +98,10 @@ class WaitTimeout(OutcomesError):
 
 
 def problem_error(problem: Problem) -> ProblemError:
-    """The typed exception for a problem, by HTTP status."""
+    """The typed exception for a problem, by HTTP status (a refused cancel by its code)."""
     kind: type[ProblemError]
+    if isinstance(problem, CancelRefusal):
+        return NotCancellable(problem)
     if problem.status == 401:
         kind = AuthenticationError
     elif problem.status == 403:

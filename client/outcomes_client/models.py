@@ -47,6 +47,28 @@ class PartialInfo(_Document):
     total: int | None = None
 
 
+class Omission(_Document):
+    """One place of a budgeted answer that was cut: `kept` of `total` items, keys or chars."""
+
+    path: str
+    unit: str
+    kept: int
+    total: int
+
+
+class Budget(_Document):
+    """The envelope's `budget`: the answer was cut to fit `budget_bytes`. Use what came back,
+    then narrow the request (`narrow` says how)."""
+
+    budget_bytes: int
+    answer_bytes: int
+    kept_bytes: int
+    omitted_bytes: int
+    omitted_items: int
+    omitted: list[Omission] = []
+    narrow: str
+
+
 class LateOutcome(_Document):
     """An outcome that arrived after the job ended: kept, never changing the status."""
 
@@ -59,6 +81,19 @@ class LateOutcome(_Document):
     total: int | None = None
     error: ErrorInfo | None = None
     cause: str | None = None
+    budget: Budget | None = None
+
+
+class Waiting(_Document):
+    """A queued or retrying job's wait: how long so far, the deadline by which a worker must
+    start it (else it ends `OUTCOME_MISSING`, `never_started`), whether the broker confirmed
+    its message. Late is not lost: keep waiting."""
+
+    since: datetime
+    seconds: float
+    start_by: datetime
+    dispatch: Literal["confirmed", "unconfirmed"]
+    dispatches: int
 
 
 class Envelope(_Document):
@@ -79,6 +114,8 @@ class Envelope(_Document):
     created_at: datetime
     updated_at: datetime
     late_outcomes: list[LateOutcome] = []
+    waiting: Waiting | None = None
+    budget: Budget | None = None  # null: the answer came back whole
 
 
 class Submission(_Document):
@@ -141,3 +178,10 @@ class Problem(_Document):
     detail: str
     job_id: str | None = None
     error: ErrorInfo
+
+
+class CancelRefusal(Problem):
+    """409 NOT_CANCELLABLE from `POST /v1/jobs/{id}/cancel`: the job had started or ended and
+    was left as it is; `job` is its envelope."""
+
+    job: Envelope

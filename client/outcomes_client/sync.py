@@ -51,11 +51,22 @@ class Client:
         self._http.close()
 
     def submit(
-        self, tool: str, args: dict[str, Any], *, idempotency_key: str | None = None
+        self,
+        tool: str,
+        args: dict[str, Any],
+        *,
+        idempotency_key: str | None = None,
+        start_within_s: float | None = None,
+        budget_bytes: int | None = None,
     ) -> Submission:
         """Ask for a job: `queued`, or `refused` naming what is missing (not an exception).
-        With an idempotency key, the same key and body replay the first answer."""
-        body = p.submit_document(tool, args, idempotency_key)
+        With an idempotency key, the same key and body replay the first answer. With
+        `start_within_s`, a job no worker starts within that many seconds is closed as never
+        started (capped by the tool's own), and a backlog that would not start it in time is
+        refused now (`QUOTA_EXCEEDED`, cause `backlog`, `retry_after_s`). `budget_bytes` asks
+        for a smaller answer than the tool's `max_result_bytes` (the envelope's `budget` then
+        says what was left out); `SecretStr` values in `args` are sent as their value."""
+        body = p.submit_document(tool, args, idempotency_key, start_within_s, budget_bytes)
         return p.read_submission(self._send("POST", "/v1/jobs", json=body))
 
     def get(self, job_id: str) -> Envelope:
@@ -73,7 +84,7 @@ class Client:
             try:
                 response = self._http.get(
                     f"/v1/jobs/{job_id}",
-                    params={"wait": f"{wait:.3f}"},
+                    params={"wait": f"{wait:.3f}", "until": "terminal"},
                     timeout=wait + p.ANSWER_MARGIN_S,
                 )
                 last = p.read(response, Envelope)
@@ -95,6 +106,8 @@ class Client:
         args: dict[str, Any],
         *,
         idempotency_key: str | None = None,
+        start_within_s: float | None = None,
+        budget_bytes: int | None = None,
         timeout_s: float = 300.0,
         poll_s: float = 30.0,
     ) -> Envelope:
@@ -105,7 +118,13 @@ class Client:
         failures = 0
         while True:
             try:
-                submission = self.submit(tool, args, idempotency_key=key)
+                submission = self.submit(
+                    tool,
+                    args,
+                    idempotency_key=key,
+                    start_within_s=start_within_s,
+                    budget_bytes=budget_bytes,
+                )
                 break
             except Exception as exc:
                 left = deadline - time.monotonic()
@@ -117,6 +136,15 @@ class Client:
             return self.get(submission.job_id)  # the recorded refusal, as its envelope
         left = max(0.0, deadline - time.monotonic())
         return self.wait(submission.job_id, timeout_s=left, poll_s=poll_s)
+
+    def cancel(self, job_id: str, *, reason: str | None = None) -> Envelope:
+        """Cancel a job no worker has started (queued, or waiting for its retry): it ends
+        `declined` (`next_action` `accept`), nothing runs. A job already running or ended is
+        left as it is: `NotCancellable`, with `.envelope`. A second cancel answers as the
+        first. `reason` (at most 500 characters, one line) is quoted in `declined_reason`."""
+        body = p.cancel_document(reason)
+        sent = self._send("POST", f"/v1/jobs/{job_id}/cancel", json=body)
+        return p.read(sent, Envelope)
 
     def events(self, job_id: str) -> JobEvents:
         return p.read(self._send("GET", f"/v1/jobs/{job_id}/events"), JobEvents)

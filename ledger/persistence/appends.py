@@ -15,6 +15,7 @@ from ledger.brake_view import BrakeView
 from ledger.events import NewEvent, RecordedEvent
 from ledger.job_view import JobView
 from ledger.token_view import TokenView
+from ledger.webhook_view import WebhookView
 
 NO_STREAM = 0  # expected_version for a stream that must not exist yet
 V = TypeVar("V")
@@ -45,6 +46,9 @@ class JobAppend:
     # A claim's check is ordered against `brake pull`: the brakes lock is taken shared first.
     brakes_lock: bool = False
     notify: bool = True  # wake long-polls (nobody can wait on a job not yet answered)
+    # The submitting token, admitted without a read (an API process's cache): the item is
+    # refused with status REVOKED (nothing written) if the token has been revoked by then.
+    token_id: str | None = None
 
     @property
     def expected_version(self) -> int:
@@ -58,6 +62,7 @@ class AppendStatus(StrEnum):
     DUPLICATE = "duplicate"  # an event id was recorded before (a retried write that landed)
     IDEMPOTENCY = "idempotency"  # another job of the account holds the idempotency key
     BRAKED = "braked"  # a brake in the item's scopes holds: nothing was written
+    REVOKED = "revoked"  # the item's token has been revoked: nothing was written
 
 
 @dataclass(frozen=True)
@@ -95,6 +100,10 @@ class Appended:
     @property
     def token(self) -> TokenView:
         return _as(self.view, TokenView)
+
+    @property
+    def webhook(self) -> WebhookView:
+        return _as(self.view, WebhookView)
 
 
 def _as(view: object, kind: type[V]) -> V:

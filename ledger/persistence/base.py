@@ -1,7 +1,7 @@
 """The store's contract: every database operation the use cases need, in one place.
 
 A `Store` opens read-only views (`reading`) and write transactions (`transaction`); what they
-offer is declared here once and implemented by each backend: SQL (`ledger.persistence.store`,
+offer is declared here once and implemented by each backend: SQL (`ledger.persistence.sql_store`,
 Postgres and SQLite) and memory (`ledger.persistence.memory`, for fast tests and as a
 reference). One contract test suite runs against all of them. Nothing here decides: the
 services in `ledger.services` do, and call only these methods.
@@ -14,6 +14,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Coroutine, Iterator, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
+from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol, Self
 
@@ -33,6 +34,9 @@ from ledger.persistence.appends import (
     JobAppended,
     LeaseChange,
 )
+from ledger.persistence.fairness_contract import FairnessReads
+from ledger.persistence.outbox_contract import OutboxReads, OutboxWrites
+from ledger.persistence.webhooks_contract import WebhookReads, WebhookWrites
 from ledger.privileges import ConnectedRole, no_roles
 from ledger.queries import EventFilter, Heads, JobCount, JobFilter, JobSummary, MissingOutcome
 from ledger.reconcile_rules import OpenJob
@@ -53,7 +57,7 @@ def counted(found: Iterator[RecordedEvent], progress: Progress | None) -> Iterat
             progress(1)
 
 
-class Reads(ABC):
+class Reads(OutboxReads, WebhookReads, FairnessReads):
     """Questions answered from one consistent view of the ledger."""
 
     # --- jobs -----------------------------------------------------------------------------
@@ -85,9 +89,12 @@ class Reads(ABC):
         """The current ledger_position of each known job (long-polls compare it to theirs)."""
 
     @abstractmethod
-    def overdue_jobs(self, now: datetime, cutoff: datetime) -> list[OpenJob]:
-        """Open jobs the reconciler must judge: queued since before `cutoff`, due for a retry
-        before `cutoff`, or running with a lease that expired before `now`."""
+    def overdue_jobs(self, now: datetime, epoch: str | None) -> list[OpenJob]:
+        """Open jobs the reconciler must judge, each with its dispatch state: waiting (queued
+        or retrying) past their start deadline (or with none recorded), running with a lease
+        that expired before `now`, and waiting jobs with evidence that their confirmed message
+        is gone: a worker rejected it, or it was confirmed under another queue epoch than
+        `epoch` (None: the queue's epoch is not known, which is no evidence)."""
 
     @abstractmethod
     def summarize_jobs(
@@ -191,7 +198,7 @@ class Reads(ABC):
         verify` compares them with a fold of the events, so nothing may be normalized away."""
 
 
-class Writes(Reads):
+class Writes(Reads, OutboxWrites, WebhookWrites):
     """A write transaction: everything it does commits together or not at all."""
 
     @abstractmethod
@@ -217,6 +224,10 @@ class Writes(Reads):
         return [self._append_job(item) for item in items]
 
     def _append_job(self, item: JobAppend) -> JobAppended:
+        if item.token_id is not None:
+            token = self.token(item.token_id)
+            if token is None or token.revoked:
+                return JobAppended(AppendStatus.REVOKED)
         if item.brake_scopes:
             held = [b for b in self.active_brakes() if b.scope in item.brake_scopes]
             if held:
@@ -282,7 +293,9 @@ class Listener(Protocol):
     def run(self) -> Coroutine[Any, Any, None]: ...
 
 
-OnJobs = Callable[[list[str]], None]
+# The jobs that changed, and of those the ones that ended (a terminal event): waiters for an
+# outcome only need waking for these.
+OnJobs = Callable[[list[str], set[str]], None]
 OnConnect = Callable[[], None]
 
 
@@ -325,11 +338,22 @@ class Store(ABC):
         """Create or upgrade the schema; (revision before, revision after)."""
 
     @abstractmethod
+    def take_submit_token(self, account: str, rate_per_s: float, burst: int) -> float:
+        """Take one submit from the account's token bucket (`rate_per_s` refill, `burst`
+        deep), shared by every process on this store: 0.0 when taken, else the seconds until
+        one will be there (nothing taken). One statement, in a transaction of its own."""
+
+    @abstractmethod
     def request_key(self) -> bytes:
         """This ledger's own secret key for request fingerprints (made once, at migrate)."""
 
     def job_listener(self, on_jobs: OnJobs, on_connect: OnConnect) -> Listener | None:
         """A listener for job changes, where the backend can push them (else None: poll)."""
+        return None
+
+    def local_folder(self) -> Path | None:
+        """The folder of a ledger kept in a local file (SQLite), where its secrets key is kept
+        beside it unless one is configured (`ledger.keyring`); None for any other."""
         return None
 
     # --- database roles (PostgreSQL only) -------------------------------------------------

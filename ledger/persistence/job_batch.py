@@ -1,4 +1,5 @@
-"""Postgres: a batch of job appends as one call of `outcomes_append_jobs` (migration 0004).
+"""Postgres: a batch of job appends as one call of `outcomes_append_jobs` (the function is
+whole in `migrations/functions/outcomes_append_jobs.sql`).
 
 All the Python work happens before the call: the events are sealed (hashed, chained to the
 view's `head_hash`) and folded into the next view with the same `evolve` every store uses.
@@ -16,7 +17,7 @@ from typing import Any
 import orjson
 
 from ledger.brake_view import BrakeView
-from ledger.chain import seal
+from ledger.chain import event_rows
 from ledger.errors import JobStreamError
 from ledger.events import RecordedEvent, job_stream
 from ledger.job_view import JobView, evolve
@@ -61,7 +62,7 @@ def _plan_or_refuse(item: JobAppend, now: datetime) -> Planned | JobAppended:
 def plan(item: JobAppend, now: datetime) -> Planned:
     before = item.before
     version = before.stream_version if before else 0
-    rows = seal(
+    rows = event_rows(
         job_stream(item.job_id), item.events, version, before.head_hash if before else None, now
     )
     events = [RecordedEvent(position=0, **row) for row in rows]
@@ -98,6 +99,7 @@ def _item(p: Planned) -> dict[str, Any]:
         "brake_scopes": list(p.item.brake_scopes) if p.item.brake_scopes else None,
         "brakes_lock": p.item.brakes_lock,
         "notify": p.item.notify,
+        "token_id": p.item.token_id,
     }
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ledger.chain import link_rows, seal
+from ledger.chain import event_rows, link_rows
 from ledger.clock import now
 from ledger.errors import (
     AlreadyTerminalError,
@@ -28,16 +28,20 @@ from ledger.errors import (
 )
 from ledger.events import TERMINAL_EVENT_TYPES, NewEvent, RecordedEvent
 from ledger.job_view import JobView
+from ledger.persistence import memory_fairness
 from ledger.persistence.appends import Appended
 from ledger.persistence.base import Progress, Reads, Store, Writes
-from ledger.persistence.memory_reads import Lease, MemoryReads, MemoryState
+from ledger.persistence.memory_outbox import MemoryOutboxWrites
+from ledger.persistence.memory_reads import MemoryReads
+from ledger.persistence.memory_state import Lease, MemoryState
+from ledger.persistence.memory_webhooks import MemoryWebhookWrites
 from ledger.read_models import model_for
 from ledger.token_view import TokenView
 
 MEMORY_URL = "memory://"
 
 
-class MemoryWrites(MemoryReads, Writes):
+class MemoryWrites(MemoryReads, MemoryOutboxWrites, MemoryWebhookWrites, Writes):
     def __init__(self, state: MemoryState) -> None:
         super().__init__(state)
         self.undo: list[Callable[[], None]] = []
@@ -55,7 +59,9 @@ class MemoryWrites(MemoryReads, Writes):
         version = len(stream)
         if expected_version is not None and expected_version != version:
             raise ConcurrencyError(stream_id, expected_version, version)
-        rows = seal(stream_id, new_events, version, stream[-1].hash if stream else None, now())
+        rows = event_rows(
+            stream_id, new_events, version, stream[-1].hash if stream else None, now()
+        )
         link_rows(state.events[-1].ledger_hash if state.events else None, rows)
         recorded = [
             RecordedEvent(position=state.next_position + i, **row) for i, row in enumerate(rows)
@@ -171,6 +177,11 @@ class MemoryStore(Store):
         self.state = MemoryState()
         self._lock = threading.RLock()
         self._request_key = secrets.token_bytes(32)
+        self._buckets: dict[str, memory_fairness.Bucket] = {}
+
+    def take_submit_token(self, account: str, rate_per_s: float, burst: int) -> float:
+        with self._lock:
+            return memory_fairness.take(self._buckets, account, rate_per_s, burst)
 
     def request_key(self) -> bytes:
         return self._request_key
@@ -205,7 +216,15 @@ class MemoryStore(Store):
         with self._lock:
             events = list(self.state.events)
             self.state = MemoryState(
-                events=[], leases=self.state.leases, next_position=self.state.next_position
+                events=[],
+                leases=self.state.leases,
+                dispatches=self.state.dispatches,
+                epochs=self.state.epochs,
+                webhook_cursor=self.state.webhook_cursor,
+                deliveries=self.state.deliveries,
+                claims=self.state.claims,
+                attempts=self.state.attempts,
+                next_position=self.state.next_position,
             )
             tx = MemoryWrites(self.state)
             for event in events:

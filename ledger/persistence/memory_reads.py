@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -15,50 +13,18 @@ from ledger.codes import Code, Status
 from ledger.events import RecordedEvent, job_stream
 from ledger.job_view import JobView
 from ledger.persistence.base import Reads
+from ledger.persistence.memory_fairness import MemoryFairnessReads
+from ledger.persistence.memory_outbox import MemoryOutboxReads
+from ledger.persistence.memory_state import MemoryState
+from ledger.persistence.memory_webhooks import MemoryWebhookReads
 from ledger.queries import EventFilter, Heads, JobCount, JobFilter, JobSummary, MissingOutcome
 from ledger.read_models import READ_MODELS
-from ledger.reconcile_rules import OpenJob
 from ledger.token_view import TokenView, fold_token, presented
 
 _MODELS = {model.table: model for model in READ_MODELS}
 
 
-@dataclass
-class Lease:
-    attempt: int
-    worker: str
-    expires_at: datetime
-
-
-@dataclass
-class MemoryState:
-    """Everything a memory ledger holds; the indexes mirror the SQL schema's unique ones."""
-
-    events: list[RecordedEvent] = field(default_factory=list)  # position order
-    streams: dict[str, list[RecordedEvent]] = field(default_factory=dict)
-    event_ids: set[uuid.UUID] = field(default_factory=set)
-    terminal: set[str] = field(default_factory=set)  # job streams with their one outcome
-    jobs: dict[str, JobView] = field(default_factory=dict)
-    idempotency: dict[tuple[str, str], str] = field(default_factory=dict)  # → job_id
-    brakes: dict[str, BrakeView] = field(default_factory=dict)
-    tokens: dict[str, TokenView] = field(default_factory=dict)
-    token_hashes: dict[str, str] = field(default_factory=dict)  # → token_id
-    leases: dict[str, Lease] = field(default_factory=dict)
-    next_position: int = 1
-
-    def views(self, table: str) -> dict[str, Any]:
-        """A read model's views by key, as `ledger.read_models` names the model."""
-        found: dict[str, dict[str, Any]] = {
-            "jobs": self.jobs,
-            "brakes": self.brakes,
-            "tokens": self.tokens,
-        }
-        if table not in found:
-            raise ValueError(f"{table!r} is not a read model")
-        return found[table]
-
-
-class MemoryReads(Reads):
+class MemoryReads(MemoryOutboxReads, MemoryWebhookReads, MemoryFairnessReads, Reads):
     def __init__(self, state: MemoryState) -> None:
         self.state = state
 
@@ -92,25 +58,6 @@ class MemoryReads(Reads):
     def job_positions(self, job_ids: Sequence[str]) -> dict[str, int]:
         jobs = self.state.jobs
         return {j: jobs[j].ledger_position for j in job_ids if j in jobs}
-
-    def overdue_jobs(self, now: datetime, cutoff: datetime) -> list[OpenJob]:
-        found = []
-        for view in self.state.jobs.values():
-            lease = self.state.leases.get(view.job_id)
-            renewed = lease.expires_at if lease else None
-            if view.status is Status.QUEUED:
-                waited_since: datetime | None = view.updated_at
-            elif view.status is Status.RETRYING:
-                waited_since = view.due_at
-            else:
-                waited_since = None
-            if waited_since is not None and waited_since < cutoff:
-                found.append(OpenJob(view, None))
-            elif view.status is Status.RUNNING:
-                expires = renewed or view.lease_expires_at
-                if expires is not None and expires < now:
-                    found.append(OpenJob(view, renewed))
-        return found
 
     def summarize_jobs(
         self,

@@ -1,5 +1,6 @@
-"""Schema migrations: Alembic scripts shipped as package data in `migrations/` beside this
-module (loaded by path, never imported, so the core and its migrations form no import circle),
+"""Schema migrations: the Alembic scripts in the top-level `migrations/` folder (beside
+`ledger/` in a checkout and in site-packages alike), found as data and loaded by path, never
+imported, so the core and its migrations form no import circle;
 and on PostgreSQL the application role's grants, applied again after every upgrade so that the
 tables a migration adds are covered (`ledger.persistence.privileges`)."""
 
@@ -16,7 +17,8 @@ from sqlalchemy import Connection, Engine, text
 from ledger.persistence import privileges
 from ledger.persistence.errors import translated
 
-SCRIPT_LOCATION = Path(__file__).parent / "migrations"
+# ledger/persistence/migrate.py -> the folder holding `ledger/`, and so `migrations/`.
+SCRIPT_LOCATION = Path(__file__).resolve().parents[2] / "migrations"
 # pg_advisory_xact_lock key ("outc" "migr"): two `outcomes migrate` started at once (two
 # deploy jobs, a restarted container) run one after the other; the second finds nothing to do.
 MIGRATE_LOCK_KEY = 0x6F757463_6D696772 & 0x7FFFFFFFFFFFFFFF

@@ -9,17 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
 
 import psycopg
 from sqlalchemy import Engine
 
-from ledger.persistence.projections import JOBS_CHANNEL
+from ledger.persistence.base import OnConnect, OnJobs
+from ledger.persistence.projections import ENDED_MARK, JOBS_CHANNEL
 
 log = logging.getLogger(__name__)
-
-OnJobs = Callable[[list[str]], None]
-OnConnect = Callable[[], None]
 
 
 def listen_dsn(engine: Engine) -> str | None:
@@ -30,7 +27,7 @@ def listen_dsn(engine: Engine) -> str | None:
 
 
 class JobListener:
-    """One dedicated connection in LISTEN; calls `on_jobs(job_ids)` per notification.
+    """One dedicated connection in LISTEN; calls `on_jobs(job_ids, ended)` per notification.
 
     `run()` runs until cancelled and reconnects with a capped backoff; `connected` is set while
     LISTEN is active."""
@@ -64,4 +61,11 @@ class JobListener:
             self.connected.set()
             self._on_connect()
             async for note in conn.notifies():
-                self._on_jobs([job for job in note.payload.split(",") if job])
+                self._on_jobs(*hints(note.payload))
+
+
+def hints(payload: str) -> tuple[list[str], set[str]]:
+    """A NOTIFY's job ids, and those of them that ended (marked with ENDED_MARK)."""
+    marked = [job for job in payload.split(",") if job]
+    ended = {job[: -len(ENDED_MARK)] for job in marked if job.endswith(ENDED_MARK)}
+    return [job.removesuffix(ENDED_MARK) for job in marked], ended

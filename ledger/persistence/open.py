@@ -5,7 +5,7 @@ from __future__ import annotations
 from ledger.persistence.base import Store
 from ledger.persistence.engine import make_engine
 from ledger.persistence.memory import MEMORY_URL, MemoryStore
-from ledger.persistence.store import SqlStore
+from ledger.persistence.sql_store import SqlStore
 
 
 def open_store(url: str, *, pool_size: int = 5) -> Store:

@@ -12,7 +12,7 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel
 from sqlalchemy import Connection, Table, bindparam, delete, insert, select, text, update
 
-from ledger.events import JOB_EVENT_TYPES, RecordedEvent, job_id_of
+from ledger.events import JOB_EVENT_TYPES, TERMINAL_EVENT_TYPES, RecordedEvent, job_id_of
 from ledger.persistence.schema import READ_MODEL_TABLES, events
 from ledger.persistence.sql_rows import EVENT_COLUMNS, row_to_event
 from ledger.read_models import READ_MODELS, ReadModel
@@ -20,6 +20,8 @@ from ledger.read_models import READ_MODELS, ReadModel
 V = TypeVar("V", bound=BaseModel)
 _BATCH = 1000
 JOBS_CHANNEL = "outcomes_jobs"  # NOTIFY: a wake-up hint for long-polls, never the log itself
+# In a NOTIFY's comma-separated job ids, one that ends with this changed to its outcome.
+ENDED_MARK = "!"
 _IDS_PER_NOTIFY = 150
 TABLES: dict[str, Table] = {t.name: t for t in READ_MODEL_TABLES}
 _NOTIFY = text("SELECT pg_notify(:channel, :payload)")
@@ -63,8 +65,12 @@ class JobNotifier(Projection):
     def apply(self, conn: Connection, recorded: Sequence[RecordedEvent]) -> None:
         if conn.dialect.name != "postgresql":
             return None
-        job_ids = sorted({job_id_of(e.stream_id) for e in recorded})
-        # A NOTIFY payload is capped at 8000 bytes: 150 ids (37 bytes each) stay well below.
+        ended = {job_id_of(e.stream_id) for e in recorded if e.type in TERMINAL_EVENT_TYPES}
+        job_ids = sorted(
+            job_id + ENDED_MARK if job_id in ended else job_id
+            for job_id in {job_id_of(e.stream_id) for e in recorded}
+        )
+        # A NOTIFY payload is capped at 8000 bytes: 150 ids (38 bytes each) stay well below.
         for start in range(0, len(job_ids), _IDS_PER_NOTIFY):
             payload = ",".join(job_ids[start : start + _IDS_PER_NOTIFY])
             conn.execute(_NOTIFY, {"channel": JOBS_CHANNEL, "payload": payload})

@@ -9,6 +9,8 @@ from sqlalchemy import (
     CheckConstraint,
     Column,
     DateTime,
+    Double,
+    Float,
     Index,
     Integer,
     MetaData,
@@ -77,6 +79,15 @@ Index(
     sqlite_where=_brake_pull,
 )
 
+# Re-dispatches are rare and counted by their evidence (`outcomes status`, /metrics).
+_redispatched = events.c.type == "job.redispatched"
+Index(
+    "ix_events_redispatched",
+    events.c.position,
+    postgresql_where=_redispatched,
+    sqlite_where=_redispatched,
+)
+
 jobs = Table(
     "jobs",
     metadata,
@@ -138,6 +149,62 @@ tokens = Table(
     Index("uq_tokens_token_hash", "token_hash", unique=True),
 )
 
+webhooks = Table(
+    "webhooks",
+    metadata,
+    Column("webhook_id", String(36), primary_key=True),
+    Column("account", String(100), nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("ledger_position", Position, nullable=False),
+    Column("view", Json, nullable=False),
+    Index("ix_webhooks_account", "account"),
+)
+
+# Webhook deliveries (operational state, like the outbox's; ledger.services.webhook_relay):
+# how far the relay has read the terminal events, one row per webhook and outcome event (the
+# claim relays take turns on), and every attempt made, for operators and auditors to read.
+webhook_cursor = Table(
+    "webhook_cursor",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("position", BigInteger, nullable=False),
+)
+webhook_deliveries = Table(
+    "webhook_deliveries",
+    metadata,
+    Column("webhook_id", String(36), primary_key=True),
+    Column("event_id", String(36), primary_key=True),
+    Column("job_id", String(36), nullable=False),
+    Column("position", BigInteger, nullable=False),
+    Column("body", Text, nullable=False),
+    Column("state", String(16), nullable=False),
+    Column("attempts", Integer, nullable=False),
+    Column("created_at", Time, nullable=False),
+    Column("next_attempt_at", Time, nullable=False),
+    Column("first_attempt_at", Time, nullable=True),
+    Column("delivered_at", Time, nullable=True),
+    Column("last_status", Integer, nullable=True),
+    Column("last_error", String(500), nullable=True),
+    Column("claimed_by", String(200), nullable=True),
+    Column("claimed_until", Time, nullable=True),
+    Index("ix_webhook_deliveries_due", "state", "next_attempt_at"),
+    Index("ix_webhook_deliveries_webhook_position", "webhook_id", "position"),
+)
+webhook_attempts = Table(
+    "webhook_attempts",
+    metadata,
+    Column("attempt_id", Position, primary_key=True, autoincrement=True),
+    Column("webhook_id", String(36), nullable=False),
+    Column("event_id", String(36), nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("at", Time, nullable=False),
+    Column("duration_ms", Float, nullable=False),
+    Column("status", Integer, nullable=True),
+    Column("error", String(500), nullable=True),
+    Column("relay", String(200), nullable=False),
+    Index("ix_webhook_attempts_delivery", "webhook_id", "event_id"),
+)
+
 # Leases are operational state, not a read model: heartbeats renew them without an event, and
 # a frozen or dead worker stops renewing, which is what the reconciler looks for.
 leases = Table(
@@ -150,6 +217,43 @@ leases = Table(
     Index("ix_leases_expires_at", "expires_at"),
 )
 
+# The outbox (operational state, not a read model; ledger.services.outbox): the message the
+# broker confirmed for a job's current wait (the stream version that asked for it) and the
+# queue's epoch then; `rejected` is what a worker that took a delivery of the wait at
+# `rejected_version` and could not claim it said. Rows of jobs that no longer wait are pruned.
+dispatches = Table(
+    "dispatches",
+    metadata,
+    Column("job_id", String(36), primary_key=True),
+    Column("version", Integer, nullable=False),
+    Column("epoch", String(64), nullable=True),
+    Column("confirmed_at", Time, nullable=False),
+    Column("rejected", String(500), nullable=True),
+    Column("rejected_at", Time, nullable=True),
+    Column("rejected_version", Integer, nullable=True),  # the wait the rejection was about
+)
+
+# Each queue's current epoch: the mark the broker keeps with the queue (workers.queue_marker).
+queue_epochs = Table(
+    "queue_epochs",
+    metadata,
+    Column("queue", String(200), primary_key=True),
+    Column("epoch", String(64), nullable=False),
+    Column("since", Time, nullable=False),
+)
+
+# Each account's submit bucket (ledger.fairness): operational state, like leases, shared by
+# every API process. `at` is the database's clock in epoch seconds; `granted` says whether the
+# last take found a token (its one statement both refills and takes, and answers both).
+rate_buckets = Table(
+    "rate_buckets",
+    metadata,
+    Column("account", String(100), primary_key=True),
+    Column("tokens", Double, nullable=False),
+    Column("at", Double, nullable=False),
+    Column("granted", Boolean, nullable=False),
+)
+
 # Values made once per ledger at migrate (the request fingerprints' HMAC key).
 ledger_meta = Table(
     "ledger_meta",
@@ -159,7 +263,7 @@ ledger_meta = Table(
 )
 REQUEST_KEY = "request_key"
 
-READ_MODEL_TABLES = (jobs, brakes, tokens)
+READ_MODEL_TABLES = (jobs, brakes, tokens, webhooks)
 
 
 def unique_constraints() -> dict[str, tuple[str, ...]]:

@@ -8,15 +8,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import Connection, and_, bindparam, cast, false, func, null, select, union_all
+from sqlalchemy import Connection, and_, bindparam, func, select
 
 from ledger.clock import utc
-from ledger.codes import Code, Status
+from ledger.codes import Code
 from ledger.job_view import JobView
-from ledger.persistence.schema import jobs, leases
+from ledger.persistence.schema import jobs
 from ledger.persistence.sql_rows import IN_CHUNK, JOB_CAUSE, job_scope
 from ledger.queries import JobCount, JobFilter, JobSummary, MissingOutcome
-from ledger.reconcile_rules import OpenJob
 
 # Built once: constructing SQLAlchemy statements is a real cost on the hot path.
 _JOB = select(jobs.c.view).where(jobs.c.job_id == bindparam("job_id"))
@@ -91,36 +90,6 @@ class SqlJobReads:
             query = select(jobs.c.job_id, jobs.c.ledger_position).where(jobs.c.job_id.in_(chunk))
             found.update({row.job_id: int(row.ledger_position) for row in self.conn.execute(query)})
         return found
-
-    def overdue_jobs(self, now: datetime, cutoff: datetime) -> list[OpenJob]:
-        # One index range per open status (UNION ALL, not OR): each branch is a plain index
-        # scan on ix_jobs_open, which marks entries of dead row versions the first time it
-        # meets them, so closed jobs' leftovers cost one pass, not every pass until VACUUM.
-        still_open = jobs.c.terminal == false()
-        no_lease = cast(null(), leases.c.expires_at.type).label("expires_at")
-        queued = select(jobs.c.view, no_lease).where(
-            still_open, jobs.c.status == Status.QUEUED.value, jobs.c.updated_at < cutoff
-        )
-        retrying = select(jobs.c.view, no_lease).where(
-            still_open, jobs.c.status == Status.RETRYING.value, jobs.c.due_at < cutoff
-        )
-        running = (
-            select(jobs.c.view, leases.c.expires_at)
-            .select_from(jobs.outerjoin(leases, leases.c.job_id == jobs.c.job_id))
-            .where(
-                still_open,
-                jobs.c.status == Status.RUNNING.value,
-                func.coalesce(leases.c.expires_at, jobs.c.lease_expires_at) < now,
-            )
-        )
-        rows = self.conn.execute(union_all(queued, retrying, running)).all()
-        return [
-            OpenJob(
-                JobView.model_validate(row.view),
-                utc(row.expires_at) if row.expires_at is not None else None,
-            )
-            for row in rows
-        ]
 
     def summarize_jobs(
         self,

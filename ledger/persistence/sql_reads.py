@@ -36,8 +36,11 @@ from ledger.job_view import JobView
 from ledger.persistence.base import Reads
 from ledger.persistence.errors import translated
 from ledger.persistence.schema import READ_MODEL_TABLES, brakes, events, jobs, tokens
+from ledger.persistence.sql_fairness import SqlFairnessReads
 from ledger.persistence.sql_job_reads import SqlJobReads
+from ledger.persistence.sql_outbox import SqlOutboxReads
 from ledger.persistence.sql_rows import EVENT_COLUMNS, JOB_CAUSE, job_scope, row_to_event
+from ledger.persistence.sql_webhooks import SqlWebhookReads
 from ledger.queries import EventFilter, Heads
 from ledger.token_view import TokenView, fold_token, presented
 
@@ -77,7 +80,7 @@ _ACTIVE_PULLS = select(*EVENT_COLUMNS).where(
 _READ_MODELS = {table.name: table for table in READ_MODEL_TABLES}
 
 
-class SqlReads(SqlJobReads, Reads):
+class SqlReads(SqlJobReads, SqlOutboxReads, SqlWebhookReads, SqlFairnessReads, Reads):
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
 

@@ -11,6 +11,8 @@
 - `catalog`   the tools a token may call (with its quotas' remainder), and every tool
 - `audit`     query, summarize, export, digest and verify the ledger
 - `admin`     the schema, the read models and the database roles the processes use
+- `webhooks`  register, list and remove webhooks, and read their deliveries
+- `webhook_relay` deliver every terminal outcome to its account's webhooks, signed
 
 Each decides; the store (`ledger.persistence`) only keeps and finds.
 """

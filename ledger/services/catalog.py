@@ -32,8 +32,10 @@ class ToolEntry:
     spends: bool
     timeout_s: float
     max_attempts: int
+    start_within_s: float
     enabled: bool
     quota: QuotaInfo | None
+    max_result_bytes: int
 
     def as_json(self) -> dict[str, Any]:
         quota = self.quota
@@ -44,6 +46,8 @@ class ToolEntry:
             "spends": self.spends,
             "timeout_s": self.timeout_s,
             "max_attempts": self.max_attempts,
+            "start_within_s": self.start_within_s,
+            "max_result_bytes": self.max_result_bytes,
             "enabled": self.enabled,
             "quota": None
             if quota is None
@@ -102,6 +106,8 @@ def _entry(spec: ToolSpec, remaining: int | None) -> ToolEntry:
         spends=spec.spends,
         timeout_s=spec.timeout_s,
         max_attempts=spec.max_attempts,
+        start_within_s=spec.start_within_s,
         enabled=spec.enabled,
         quota=None if quota is None else QuotaInfo(quota.limit, quota.window_s, remaining),
+        max_result_bytes=spec.max_result_bytes,
     )

@@ -1,5 +1,6 @@
 """What the ledger itself counts, read for the metrics at scrape time: jobs by decision,
-status, code and tool, the active brakes, the last position, and the reconciler's findings.
+status, code and tool, the active brakes, the last position, the reconciler's findings and
+the outbox (jobs waiting, dispatches the broker has not confirmed, the oldest wait).
 
 Read from the ledger, never counted in a process, so they agree with `outcomes audit summary`
 whichever process answers and however often processes restart.
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from ledger.brake_view import BrakeView
 from ledger.event_log import FINDINGS, finding_cause
 from ledger.queries import EventFilter, JobCount
+from ledger.queueing import DispatchSummary
 from ledger.services.ledger import Ledger
 from ledger.services.reconcile import ACTOR as RECONCILER
 
@@ -26,6 +28,7 @@ class LedgerCounts:
     jobs: list[JobCount]
     brakes: list[BrakeView]  # active
     findings: dict[tuple[str, str], int]  # (finding, cause) -> reconciler findings recorded
+    dispatch: DispatchSummary  # the outbox: waiting, unconfirmed, the oldest wait
 
 
 class FindingTally:
@@ -67,4 +70,5 @@ def read(ledger: Ledger, tally: FindingTally) -> LedgerCounts:
         position = reads.last_position()
         jobs = reads.count_jobs()
         brakes = reads.active_brakes()
-    return LedgerCounts(position, jobs, brakes, tally.update(ledger, position))
+        dispatch = reads.dispatch_summary()
+    return LedgerCounts(position, jobs, brakes, tally.update(ledger, position), dispatch)

@@ -4,6 +4,8 @@ of Celery: the worker adapter calls `Executor.execute` with a job id."""
 
 from __future__ import annotations
 
+import contextvars
+import functools
 import inspect
 import logging
 import time
@@ -18,12 +20,11 @@ from pydantic import BaseModel, ValidationError
 from ledger import event_log
 from ledger.batching import DaemonThreads, GroupCommit
 from ledger.brakes import brake_error
-from ledger.classify import Attempt, failure_event, outcome_event, scrubbed_error
+from ledger.budget import effective_budget
+from ledger.classify import Attempt, Budget, failure_event, outcome_event, scrubbed_error
 from ledger.clock import now
-from ledger.codes import Code
-from ledger.decisions import describe_fields
+from ledger.codes import Code, Status
 from ledger.dispatch import Dispatcher
-from ledger.error_info import ErrorInfo
 from ledger.errors import (
     AwaitableReturned,
     BrakeEngaged,
@@ -31,13 +32,22 @@ from ledger.errors import (
     DispatchError,
     LedgerError,
     OutcomeUnrecordedError,
+    SecretUnavailableError,
     StorageUnavailableError,
 )
 from ledger.events import NewEvent, Payload, WorkFailed, WorkHalted, WorkRetryScheduled
+from ledger.fairness import DEFER_S
 from ledger.job_view import JobView
-from ledger.outcomes import Partial, Succeeded
 from ledger.scrub import known_secrets
+from ledger.secrets import open_args
 from ledger.services.ledger import Ledger
+from ledger.services.not_run import (
+    args_rejected,
+    brake_unreadable,
+    missing_tool,
+    secret_unavailable,
+)
+from ledger.services.outbox import Outbox, outbox_for
 from ledger.services.work import (
     Claim,
     ClaimRequest,
@@ -50,6 +60,7 @@ from ledger.services.work import (
 from ledger.telemetry import telemetry
 from ledger.tool_loop import SHARED, ToolLoop
 from ledger.tools import ToolContext, ToolSpec, get_tool
+from ledger.tracing import job_attributes, tracer
 from ledger.watchdog import Watchdog
 
 log = logging.getLogger(__name__)
@@ -73,6 +84,12 @@ class Execution:
     event_type: str | None = None  # what was recorded for this attempt
     late: bool = False
     retry_in_s: float | None = None  # a retry was scheduled and dispatched this far ahead
+    # The job's status and code after this delivery, as far as it knows (what it recorded, or
+    # what a claim that ran nothing found), and why such a claim ran nothing: for the worker's
+    # task events (Flower). None after a late outcome: the job had been closed by then.
+    status: Status | None = None
+    code: Code | None = None
+    reason: str = ""
 
 
 class Executor:
@@ -80,20 +97,21 @@ class Executor:
         self,
         ledger: Ledger,
         worker_id: str,
-        dispatcher: Dispatcher | None = None,
+        dispatcher: Dispatcher | Outbox | None = None,
         lease_s: float = 30.0,
         loop: ToolLoop = SHARED,
     ) -> None:
         self.ledger = ledger
         self.worker_id = worker_id
-        self.dispatcher = dispatcher  # None: retries wait for the reconciler to dispatch them
+        # Retries go out through it; None: the reconciler's relay publishes them.
+        self.outbox = outbox_for(ledger, dispatcher)
         self.lease_s = lease_s
         self._threads = DaemonThreads("tool")
         self._watchdog = Watchdog(lease_s / 3, self._heartbeat, self._threads)
         self._loop = loop  # runs the async tools (see ledger/tool_loop.py for why one loop)
         # Claims from this process's task threads share one transaction per group.
         self.claims: GroupCommit[ClaimRequest, Claim] = GroupCommit(
-            lambda requests: claim_many(ledger, requests)
+            lambda requests: self._topping_up(claim_many(ledger, requests))
         )
         # Lease renewals of the tools running in this process: jobs claimed together beat
         # together, and what gathers while one renewal is written goes in the next statement.
@@ -102,15 +120,45 @@ class Executor:
         )
 
     def execute(self, job_id: str) -> Execution:
-        claimed = self.claims.submit(ClaimRequest(job_id, self.worker_id, self.lease_s))
+        try:
+            claimed = self.claims.submit(ClaimRequest(job_id, self.worker_id, self.lease_s))
+        except StorageUnavailableError:
+            raise  # nothing is known: the caller keeps the message and tries again
+        except LedgerError as exc:
+            self.report_rejected(job_id, exc)
+            raise
         return self.finish(job_id, claimed)
+
+    def report_rejected(self, job_id: str, exc: BaseException) -> None:
+        """This worker took the job's delivery, could not claim it and lets the message go:
+        evidence that the message is gone, for the reconciler to send another (best effort:
+        if even this cannot be written, the job waits for its start deadline, told as late)."""
+        reason = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        try:
+            with self.ledger.store.transaction() as tx:
+                view = tx.job(job_id)
+                if view is None or view.terminal:
+                    return  # unknown, or settled meanwhile: no message of its is missed
+                tx.reject_dispatch(
+                    job_id, view.stream_version, f"{self.worker_id}: {reason}", now()
+                )
+        except LedgerError as failed:
+            log.warning("job %s: the rejected delivery could not be reported: %s", job_id, failed)
 
     def claim_batch(self, job_ids: Sequence[str]) -> list[Claim]:
         """Claim several deliveries in one transaction (for a caller that gathered them
         itself; `execute` gathers concurrent callers through `claims`)."""
-        return claim_many(
+        claims = claim_many(
             self.ledger, [ClaimRequest(j, self.worker_id, self.lease_s) for j in job_ids]
         )
+        return self._topping_up(claims)
+
+    def _topping_up(self, claims: list[Claim]) -> list[Claim]:
+        """Jobs started: their accounts' dispatch windows have room again (docs/fairness.md)."""
+        if self.outbox is not None:
+            started = [c.view.account for c in claims if c.result is ClaimResult.CLAIMED and c.view]
+            self.outbox.top_up(sorted(set(started)))
+        return claims
 
     def finish(
         self, job_id: str, claimed: Claim, tool_done: Callable[[], None] | None = None
@@ -120,9 +168,13 @@ class Executor:
         deadline), before its outcome is recorded: the tool's slot is free from then on."""
         view = self._claimed_view(claimed)
         if view is None:
-            return Execution(job_id, claimed.result)
+            seen, reason = claimed.view, claimed.reason
+            if claimed.result is ClaimResult.DEFERRED and seen is not None:
+                reason = self._defer(seen)
+            status, code = (seen.status, seen.code) if seen is not None else (None, None)
+            return Execution(job_id, claimed.result, status=status, code=code, reason=reason)
         spec = get_tool(view.tool)
-        payload = self._run(spec, view, self._call_with_deadline) if spec else _missing_tool(view)
+        payload = self._run(spec, view, self._call_with_deadline) if spec else missing_tool(view)
         if tool_done is not None:
             tool_done()
         return self._record(view, payload)
@@ -175,6 +227,20 @@ class Executor:
         self._threads.run(body)
         return True
 
+    def _defer(self, view: JobView) -> str:
+        """The job's account is at its concurrency limit: its message goes again, `DEFER_S`
+        later, confirmed before this delivery is acked (so the job always has a message in
+        the broker). Operational state, not an event: the dispatch record is the new message's.
+        A publish the broker did not confirm is reported like a rejected delivery: evidence
+        for the reconciler to send another (never a lost job)."""
+        telemetry().claim_deferred()
+        if self.outbox is not None:
+            sent = self.outbox.send_now(view, DEFER_S)
+            if sent.confirmed:
+                return f"account at its limit: again in {DEFER_S:g} s"
+        self.report_rejected(view.job_id, DispatchError("the deferred message was not confirmed"))
+        return "account at its limit: its message left to the reconciler"
+
     def _claimed_view(self, claimed: Claim) -> JobView | None:
         """The view to run, once the claim's own outcome (a halt) is observed."""
         if claimed.result is ClaimResult.HALTED and claimed.view is not None:
@@ -193,18 +259,35 @@ class Executor:
     def _record(self, view: JobView, payload: Payload) -> Execution:
         job_id = view.job_id
         event = NewEvent(payload=payload, actor=self.worker_id)
+        spans = tracer()
+        made = None
+        if spans.enabled and view.trace is not None:
+            attributes = job_attributes(job_id, view.tool, view.account)
+            made = spans.start("outcomes.outcome", view.trace, attributes)
+            made.set_attribute("outcomes.outcome", payload.type)
         try:
             recorded = record_outcome(self.ledger, view, event, retry_for_s=OUTCOME_WRITE_BUDGET_S)
+            if made is not None:
+                made.set_attribute("outcomes.late", recorded.late)
         except StorageUnavailableError as exc:
+            if made is not None:
+                made.fail("the outcome could not be recorded")
             # The tool ran: never claim it again. The reconciler will see the lease lapse.
             telemetry().outcome_unrecorded(view.tool)
             raise OutcomeUnrecordedError(job_id, payload.type) from exc
+        finally:
+            if made is not None:
+                made.end()
         self._observe_outcome(view, payload, recorded.late)
         retry = None
         if isinstance(payload, WorkRetryScheduled) and not recorded.late:
             retry = max(0.0, (payload.due_at - datetime.now(UTC)).total_seconds())
-            self._dispatch_retry(job_id, retry)
-        return Execution(job_id, ClaimResult.CLAIMED, payload.type, recorded.late, retry)
+            if self.outbox is not None:
+                self.outbox.send_version(job_id, recorded.version, retry, view.tool, view)
+        status = None if recorded.late else event_log.STATUS_AFTER.get(payload.type)
+        return Execution(
+            job_id, ClaimResult.CLAIMED, payload.type, recorded.late, retry, status, payload.code
+        )
 
     def _observe_outcome(self, view: JobView, payload: Payload, late: bool) -> None:
         event_log.outcome(view, payload, self.worker_id, late)
@@ -220,31 +303,61 @@ class Executor:
             self._observe_outcome(view, halted, late=False)
 
     def _run(self, spec: ToolSpec, view: JobView, call: ToolCall) -> Payload:
+        """The tool's run, in a span of the job's trace (the ambient one while the tool runs,
+        so its own instrumentation nests under it) when tracing is on."""
+        spans = tracer()
+        if not spans.enabled or view.trace is None:
+            return self._run_tool(spec, view, call)
+        attributes = job_attributes(view.job_id, view.tool, view.account)
+        made = spans.start("outcomes.run", view.trace, attributes)
+        made.set_attribute("outcomes.attempt", view.attempts)
+        try:
+            with spans.current(made):
+                payload = self._run_tool(spec, view, call)
+            made.set_attribute("outcomes.outcome", payload.type)
+            if payload.code is not None:
+                made.fail(payload.code.value)
+            return payload
+        except _Superseded:
+            made.fail(Code.DEADLINE_EXCEEDED.value)
+            raise
+        finally:
+            made.end()
+
+    def _run_tool(self, spec: ToolSpec, view: JobView, call: ToolCall) -> Payload:
         attempt = view.attempts
+        try:
+            # The declared secrets are opened here, for the tool only: never recorded.
+            paths = view.secret_paths or ()
+            opened = open_args(spec.args_model, view.args, paths, view.job_id, self.ledger.secrets)
+        except SecretUnavailableError as exc:
+            return WorkFailed(attempt=attempt, error=secret_unavailable(spec, exc))
         try:
             # Checked again here, not only at submit: a worker of another release may read
             # the arguments differently (a rolling deploy). Nothing runs then.
-            args = spec.args_model.model_validate(view.args)
+            args = spec.args_model.model_validate(opened.args)
         except ValidationError as exc:
-            return WorkFailed(attempt=attempt, error=_args_rejected(spec, exc))
+            return WorkFailed(attempt=attempt, error=args_rejected(spec, exc))
+        secrets = known_secrets(opened.secrets)
+        budget = Budget(
+            effective_budget(spec.max_result_bytes, view.budget_bytes), spec.max_result_bytes
+        )
         ctx = ToolContext(
             job_id=view.job_id,
             attempt=attempt,
             idempotency_key=view.idempotency_key or view.job_id,
             heartbeat=lambda: self._heartbeat(view.job_id, attempt),
             checkpoint=lambda: self._checkpoint(view),
+            budget_bytes=budget.budget_bytes,
         )
         try:
             value = _not_awaitable(call(spec, args, ctx, view))
         except BrakeEngaged as exc:
             # A tool may raise its own BrakeEngaged: its text is scrubbed like any other.
-            error = scrubbed_error(exc.error, known_secrets(view.args))
-            return WorkHalted(attempt=attempt, error=error)
+            return WorkHalted(attempt=attempt, error=scrubbed_error(exc.error, secrets))
         except Exception as exc:
-            return failure_event(exc, self._attempt(spec, view))
-        if isinstance(value, Succeeded | Partial):  # no text of the tool's to scrub
-            return outcome_event(value, attempt)
-        return outcome_event(value, attempt, known_secrets(view.args))
+            return failure_event(exc, self._attempt(spec, view, secrets))
+        return outcome_event(value, attempt, secrets, budget)
 
     def _call_with_deadline(
         self, spec: ToolSpec, args: BaseModel, ctx: ToolContext, view: JobView
@@ -287,6 +400,8 @@ class Executor:
             except BaseException as exc:
                 future.set_exception(exc)
 
+        if tracer().enabled:  # the run's span stays ambient in the tool's own thread
+            target = functools.partial(contextvars.copy_context().run, target)
         self._threads.run(target)
         return future
 
@@ -304,19 +419,13 @@ class Executor:
         try:
             held = brakes_holding(self.ledger, view.tool, view.account)
         except LedgerError:
-            raise BrakeEngaged(_brake_unreadable()) from None  # fail closed, and say so
+            raise BrakeEngaged(brake_unreadable()) from None  # fail closed, and say so
         if held:
             raise BrakeEngaged(brake_error(held[0]))
 
-    def _dispatch_retry(self, job_id: str, delay_s: float) -> None:
-        if self.dispatcher is None:
-            return
-        try:
-            self.dispatcher.dispatch(job_id, delay_s)
-        except DispatchError as exc:  # the retry is recorded; the reconciler dispatches it
-            log.warning("job %s: retry not dispatched (%s); the reconciler will", job_id, exc)
-
-    def _attempt(self, spec: ToolSpec, view: JobView) -> Attempt:
+    def _attempt(self, spec: ToolSpec, view: JobView, secrets: tuple[str, ...] = ()) -> Attempt:
+        """`secrets`: the job's declared secrets, for a failure whose text the tool wrote (a
+        deadline's text is the ledger's own)."""
         return Attempt(
             tool=spec.name,
             attempt=view.attempts,
@@ -324,7 +433,7 @@ class Executor:
             spends=view.spends,
             last_fingerprint=view.last_fingerprint,
             now=datetime.now(UTC),
-            secrets=known_secrets(view.args),
+            secrets=secrets,
         )
 
 
@@ -339,37 +448,3 @@ def _not_awaitable(value: Any) -> Any:
             value.close()  # nobody will await it: no "never awaited" warning, no half-run body
         raise AwaitableReturned(type(value).__name__)
     return value
-
-
-def _args_rejected(spec: ToolSpec, exc: ValidationError) -> ErrorInfo:
-    problems = describe_fields(exc)
-    return ErrorInfo(
-        code=Code.INPUT_INVALID,
-        dependency=spec.name,
-        operation="validate the arguments in the worker",
-        fix="deploy one release of the tool on the API and every worker, then submit again",
-        message=f"The worker's {spec.name!r} does not accept the recorded arguments "
-        f"({problems}); nothing ran.",
-    )
-
-
-def _brake_unreadable() -> ErrorInfo:
-    return ErrorInfo(
-        code=Code.BRAKE_ENGAGED,
-        dependency="ledger",
-        operation="re-check the brake between steps",
-        fix="restore the workers' access to the ledger, then submit again",
-        message="The brake could not be checked, so the work stopped to be safe.",
-        cause="brake_state_unreadable",
-    )
-
-
-def _missing_tool(view: JobView) -> Payload:
-    error = ErrorInfo(
-        code=Code.CAPABILITY_UNAVAILABLE,
-        dependency=view.tool,
-        operation="load the tool in the worker",
-        fix="add the tool's module to OUTCOMES_TOOLS on every worker",
-        message=f"The worker that took this job has no tool {view.tool!r}; nothing ran.",
-    )
-    return WorkFailed(attempt=view.attempts, error=error)

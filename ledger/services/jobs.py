@@ -12,15 +12,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ledger import queueing
 from ledger.access import DETAIL_ROLES, hash_token, may_see
 from ledger.chain import stream_links
-from ledger.cursor import cursor_key, seal, unseal
+from ledger.clock import now
+from ledger.cursor import cursor_key, issue_cursor, position_of
 from ledger.errors import JobNotFoundError
 from ledger.events import job_stream
-from ledger.job_view import JobView
+from ledger.job_view import JobView, Waiting
 from ledger.persistence.base import Listener, OnConnect, OnJobs
 from ledger.public import job_event, public_event
 from ledger.queries import JobFilter
+from ledger.queueing import WAITING
 from ledger.services.ledger import Ledger
 from ledger.services.tokens import admit
 from ledger.token_view import TokenView
@@ -49,6 +52,16 @@ def get_as(ledger: Ledger, token: str, job_id: str) -> tuple[TokenView, JobView]
         found, view = reads.token_and_job(hash_token(token), job_key(job_id) or "")
     caller = admit(found)
     return caller, _visible(caller, view, job_id)
+
+
+def waiting_of(ledger: Ledger, view: JobView) -> Waiting | None:
+    """How long a waiting job has waited and whether its message is confirmed (one more
+    read, for waiting jobs only); None for a job that does not wait."""
+    if view.terminal or view.status not in WAITING:
+        return None
+    with ledger.store.quick_read() as reads:
+        dispatch = reads.dispatch_state(view.job_id)
+    return queueing.waiting(view, dispatch, now())
 
 
 def _visible(caller: TokenView | None, view: JobView | None, job_id: str) -> JobView:
@@ -130,9 +143,10 @@ def changes(
     """`listing` for callers of the HTTP feed: each job with an opaque cursor (`ledger.cursor`)
     instead of its position, which would tell them the volume of the whole ledger."""
     key = cursor_key(ledger.request_key)
-    start = unseal(after, key) if after is not None else 0
+    start = position_of(after, key) if after is not None else 0
     return [
-        (view, seal(view.ledger_position, key)) for view in listing(ledger, account, start, limit)
+        (view, issue_cursor(view.ledger_position, key))
+        for view in listing(ledger, account, start, limit)
     ]
 
 

@@ -9,23 +9,32 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from types import TracebackType
-from typing import Self
+from typing import Literal, Self
 
 from ledger.batching import GroupCommit
+from ledger.fairness import Limits
+from ledger.keyring import Keyring, load_keyring
 from ledger.persistence.appends import JobAppend, JobAppended
 from ledger.persistence.base import Store
 from ledger.persistence.open import open_store
 from ledger.settings import load_settings
 from ledger.telemetry import telemetry
 
+FROM_SETTINGS: Literal["from settings"] = "from settings"
+
 
 class Ledger:
-    def __init__(self, store: Store) -> None:
+    def __init__(
+        self, store: Store, keyring: Keyring | Literal["from settings"] | None = FROM_SETTINGS
+    ) -> None:
         self.store = store
         # Job appends from any thread of this process commit in groups: one transaction and
         # one commit for whatever gathered while the previous group was being written.
         self.appends: GroupCommit[JobAppend, JobAppended] = GroupCommit(self._append_jobs)
         self._request_key: bytes | None = None
+        # FROM_SETTINGS: loaded when first needed; None: this ledger has no secrets key.
+        self._keyring = keyring
+        self._limits: Limits | None = None  # read from the settings when first needed
 
     def _append_jobs(self, items: Sequence[JobAppend]) -> list[JobAppended]:
         start = time.perf_counter()
@@ -39,6 +48,38 @@ class Ledger:
         if self._request_key is None:
             self._request_key = self.store.request_key()
         return self._request_key
+
+    @property
+    def secrets(self) -> Keyring | None:
+        """The keys that seal and open declared secret arguments (`ledger.keyring`): kept
+        outside the database; None when this ledger has none configured."""
+        if self._keyring == FROM_SETTINGS:
+            settings = load_settings()
+            self._keyring = load_keyring(
+                settings.secrets_key,
+                settings.secrets_key_file,
+                self.store.local_folder(),
+                ephemeral=self.store.dialect == "memory",
+            )
+        assert not isinstance(self._keyring, str)
+        return self._keyring
+
+    @property
+    def limits(self) -> Limits:
+        """The per-account fairness limits (`ledger.fairness`), read once from the settings."""
+        if self._limits is None:
+            settings = load_settings()
+            self._limits = Limits(
+                rate_per_s=settings.rate_limit_per_s,
+                burst=settings.rate_limit_burst,
+                concurrency=settings.account_concurrency,
+                window=settings.account_window,
+            )
+        return self._limits
+
+    @limits.setter
+    def limits(self, limits: Limits) -> None:
+        self._limits = limits
 
     @property
     def dialect(self) -> str:

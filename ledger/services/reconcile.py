@@ -1,33 +1,40 @@
-"""The reconciler: read overdue open jobs, record each finding once, dispatch; and the one loop
-that runs it (`outcomes reconcile`, the reconciler inside `outcomes serve`, the beat task).
+"""The reconciler: check the queue's epoch, read the open jobs to judge, record each finding
+once and send what it re-dispatches, relay what no dispatch confirmed; and the one loop that
+runs it (`outcomes reconcile`, the reconciler inside `outcomes serve`, the beat task).
 
-The store reads only open jobs that are overdue, so a pass costs what the open jobs cost, not
-what the ledger holds.
+The store reads only open jobs that are overdue (past their start deadline, a lapsed lease, or
+evidence that a confirmed message is gone), so a pass costs what those jobs cost, not what the
+ledger holds. Between passes the loop relays every second (`RELAY_EVERY_S`), so a job whose
+deciding process died unpublished goes out within about a second of the broker's return.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from ledger import event_log
 from ledger.clock import now
-from ledger.dispatch import Dispatcher
-from ledger.errors import AlreadyTerminalError, ConcurrencyError, DispatchError, LedgerError
+from ledger.dispatch import Dispatcher, QueueMarker
+from ledger.errors import AlreadyTerminalError, ConcurrencyError, LedgerError
 from ledger.events import NewEvent, job_stream
 from ledger.job_view import JobView
-from ledger.reconcile_rules import Finding, ReconcilePolicy, dispatch_cutoff, findings
+from ledger.reconcile_rules import Finding, ReconcilePolicy, findings
+from ledger.services import queue_epoch
 from ledger.services.ledger import Ledger
+from ledger.services.outbox import Outbox, outbox_for
 from ledger.settings import Settings
 from ledger.telemetry import telemetry
 
 log = logging.getLogger(__name__)
 ACTOR = "reconciler"
 INTERVAL_S = 5.0  # between passes, wherever the loop runs
-MAX_DISPATCHES = 3  # the first dispatch included
+RELAY_EVERY_S = 1.0  # between relays, within the loop's interval
+PRUNE_LIMIT = 20_000  # outbox records of finished jobs forgotten per pass
 
 
 @dataclass
@@ -37,7 +44,9 @@ class Pass:
     examined: int = 0
     recorded: list[str] = field(default_factory=list)  # "type job_id"
     lost_races: int = 0  # findings another reconciler (or a worker) recorded first
-    dispatch_failures: int = 0
+    dispatch_failures: int = 0  # messages the broker did not confirm (the outbox tries again)
+    relayed: int = 0  # unconfirmed jobs this pass published
+    queue_lost: str | None = None  # the epoch whose marker this pass found gone
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -45,46 +54,69 @@ class Pass:
             "recorded": self.recorded,
             "lost_races": self.lost_races,
             "dispatch_failures": self.dispatch_failures,
+            "relayed": self.relayed,
+            "queue_lost": self.queue_lost,
         }
 
 
-def policy_from(settings: Settings, max_dispatches: int = MAX_DISPATCHES) -> ReconcilePolicy:
-    return ReconcilePolicy(settings.dispatch_timeout_s, max_dispatches)
+def policy_from(settings: Settings) -> ReconcilePolicy:
+    return ReconcilePolicy(relay_after_s=settings.dispatch_timeout_s)
 
 
 def reconcile_once(
     ledger: Ledger,
-    dispatcher: Dispatcher | None,
+    dispatcher: Dispatcher | Outbox | None,
     policy: ReconcilePolicy,
     at: datetime | None = None,
 ) -> Pass:
+    outbox = outbox_for(ledger, dispatcher)
+    result = Pass()
+    epoch = None
+    if outbox is not None and isinstance(outbox.dispatcher, QueueMarker):
+        checked = queue_epoch.check(ledger, outbox.dispatcher)
+        epoch, result.queue_lost = checked.epoch, checked.lost
+        if checked.lost is not None:
+            outbox.forget_epoch()
     moment = at or now()
     with ledger.store.reading() as reads:
-        candidates = reads.overdue_jobs(moment, dispatch_cutoff(moment, policy))
-    result = Pass(examined=len(candidates))
+        candidates = reads.overdue_jobs(moment, epoch)
+    result.examined = len(candidates)
     seen = {c.view.job_id: c.view for c in candidates}
-    for finding in findings(candidates, moment, policy):
-        if _record(ledger, finding):
-            result.recorded.append(f"{finding.payload.type} {finding.job_id}")
-            _observe(seen[finding.job_id], finding, moment)
-            if finding.dispatch and dispatcher is not None:
-                _dispatch(dispatcher, finding.job_id, result)
-        else:
+    for finding in findings(candidates, moment, policy, epoch):
+        recorded = _record(ledger, finding)
+        if recorded is None:
             result.lost_races += 1
+            continue
+        result.recorded.append(f"{finding.payload.type} {finding.job_id}")
+        _observe(seen[finding.job_id], finding, moment)
+        if finding.dispatch and outbox is not None:
+            _send(outbox, recorded, result)
+    if outbox is not None:
+        relay(outbox, policy, result)
+        with ledger.store.transaction() as tx:  # once a pass: the records of finished jobs
+            tx.prune_dispatches(PRUNE_LIMIT)
     return result
 
 
-def _record(ledger: Ledger, finding: Finding) -> bool:
+def relay(outbox: Outbox, policy: ReconcilePolicy, result: Pass) -> None:
+    """Publish what no dispatch confirmed."""
+    sent = outbox.relay_once(policy.relay_after_s)
+    result.relayed += len(sent.confirmed)
+    result.dispatch_failures += len(sent.failed)
+
+
+def _record(ledger: Ledger, finding: Finding) -> JobView | None:
+    """The job's view after the finding, or None when another writer moved it first."""
     event = NewEvent(payload=finding.payload, actor=ACTOR)
     attempt = getattr(finding.payload, "attempt", 0)
     try:
         with ledger.store.transaction() as tx:
-            tx.append(job_stream(finding.job_id), [event], finding.after_version)
+            appended = tx.append(job_stream(finding.job_id), [event], finding.after_version)
             # The silent attempt is over either way: its lease must not outlive it.
             tx.drop_lease(finding.job_id, attempt)
     except (ConcurrencyError, AlreadyTerminalError):
-        return False  # the job moved since we looked: someone else settled it
-    return True
+        return None  # the job moved since we looked: someone else settled it
+    return appended.job
 
 
 def _observe(view: JobView, finding: Finding, moment: datetime) -> None:
@@ -95,12 +127,10 @@ def _observe(view: JobView, finding: Finding, moment: datetime) -> None:
         telemetry().outcome_recorded(view.tool, status.value, seconds)
 
 
-def _dispatch(dispatcher: Dispatcher, job_id: str, result: Pass) -> None:
-    try:
-        dispatcher.dispatch(job_id)
-    except DispatchError as exc:
+def _send(outbox: Outbox, view: JobView, result: Pass) -> None:
+    sent = outbox.send_now(view)
+    if sent.failed:  # not confirmed: the relay publishes it once the broker takes it
         result.dispatch_failures += 1
-        log.warning("re-dispatch of job %s failed (%s); the next pass will try again", job_id, exc)
 
 
 OnPass = Callable[[Pass], None]
@@ -108,38 +138,58 @@ OnError = Callable[[Exception], None]
 
 
 class ReconcileRunner:
-    """Passes every `interval_s` until stopped. A failed pass never ends the loop (a database
-    blip must not leave silence unrecorded): it is reported and the next pass tries again."""
+    """Passes every `interval_s` until stopped, relaying every `RELAY_EVERY_S` in between. A
+    failed pass never ends the loop (a database blip must not leave silence unrecorded): it
+    is reported and the next pass tries again."""
 
     def __init__(
         self,
         ledger: Ledger,
-        dispatcher: Dispatcher | None,
+        dispatcher: Dispatcher | Outbox | None,
         policy: ReconcilePolicy,
         interval_s: float = INTERVAL_S,
     ) -> None:
         self.ledger = ledger
-        self.dispatcher = dispatcher
+        self.outbox = outbox_for(ledger, dispatcher)
         self.policy = policy
         self.interval_s = interval_s
         self.stopped = threading.Event()
 
     def run_once(self) -> Pass:
-        return reconcile_once(self.ledger, self.dispatcher, self.policy)
+        return reconcile_once(self.ledger, self.outbox, self.policy)
 
     def run(self, on_pass: OnPass | None = None, on_error: OnError | None = None) -> None:
-        """Until `stop()`: a pass, then a wait."""
+        """Until `stop()`: a pass, then relays until the next one is due."""
         while not self.stopped.is_set():
-            try:
-                result = self.run_once()
-            except Exception as exc:
-                if not isinstance(exc, LedgerError):  # a bug, not a blip: keep its traceback
-                    log.exception("reconcile pass crashed")
-                (on_error or _log_error)(exc)
-            else:
-                if on_pass is not None:
-                    on_pass(result)
-            self.stopped.wait(self.interval_s)
+            due = time.monotonic() + self.interval_s
+            self._guarded(self.run_once, on_pass, on_error)
+            while not self.stopped.is_set():
+                left = due - time.monotonic()
+                if left <= 0:
+                    break
+                if self.stopped.wait(min(left, RELAY_EVERY_S)) or self.outbox is None:
+                    continue
+                if due - time.monotonic() > RELAY_EVERY_S / 2:
+                    self._guarded(self._relay, None, on_error)
+
+    def _relay(self) -> Pass:
+        result = Pass()
+        assert self.outbox is not None
+        relay(self.outbox, self.policy, result)
+        return result
+
+    def _guarded(
+        self, step: Callable[[], Pass], on_pass: OnPass | None, on_error: OnError | None
+    ) -> None:
+        try:
+            result = step()
+        except Exception as exc:
+            if not isinstance(exc, LedgerError):  # a bug, not a blip: keep its traceback
+                log.exception("reconcile pass crashed")
+            (on_error or _log_error)(exc)
+        else:
+            if on_pass is not None:
+                on_pass(result)
 
     def start(self) -> threading.Thread:
         """`run()` on a daemon thread (the reconciler beside the API in `outcomes serve`)."""

@@ -1,6 +1,14 @@
 """Submit = decision, in one transaction: refuse naming the precondition, or accept; then
-hand the job id (only the id) to the dispatcher. A broker that is down loses nothing: the
-decision is recorded and the reconciler re-dispatches accepted jobs that never started."""
+hand the job id (only the id) to the outbox. A broker that is down loses nothing: the decision
+is the outbox's record, and the job is published once the broker takes it (by this process,
+or by the reconciler's relay if this one dies first).
+
+Rate-limited before anything (docs/fairness.md): an account submitting faster than its rate
+is answered `RateLimitedError` and nothing is written, not even a refusal, so a flood of
+refused calls cannot grow the ledger; the refusals are counted (telemetry), not recorded.
+
+Refused when asked, not parked: a job whose start deadline the backlog ahead already exceeds
+is refused (`QUOTA_EXCEEDED`, cause `backlog`, with `retry_after_s`) instead of queued."""
 
 from __future__ import annotations
 
@@ -13,9 +21,11 @@ from typing import Any
 from ledger import event_log
 from ledger.brakes import brake_error, holding, scopes_for
 from ledger.clock import now
+from ledger.codes import Code
 from ledger.decisions import (
     Caller,
     JobRequest,
+    backlog_refusal,
     permission_refusal,
     quota_refusal,
     retry_after,
@@ -25,16 +35,23 @@ from ledger.dispatch import Dispatcher
 from ledger.error_info import ErrorInfo
 from ledger.errors import (
     ContentionError,
-    DispatchError,
     IdempotencyConflictError,
     IdempotencyKeyTakenError,
+    NotAuthenticatedError,
+    RateLimitedError,
 )
 from ledger.events import JobAccepted, JobRefused, NewEvent, job_stream
+from ledger.fairness import rate_refusal
 from ledger.job_view import JobView
-from ledger.persistence.appends import NO_STREAM, AppendStatus, JobAppend
+from ledger.persistence.appends import NO_STREAM, AppendStatus, JobAppend, JobAppended
 from ledger.persistence.base import Writes
+from ledger.queueing import Backlog, effective_start_within
+from ledger.secrets import SealedArgs, seal_args
 from ledger.services.ledger import Ledger
+from ledger.services.outbox import Outbox, outbox_for
+from ledger.telemetry import telemetry
 from ledger.tools import ToolSpec, get_tool
+from ledger.tracing import TraceRecord, tracer
 
 log = logging.getLogger(__name__)
 
@@ -46,63 +63,151 @@ class Submitted:
 
 
 def submit(
-    ledger: Ledger, caller: Caller, request: JobRequest, dispatcher: Dispatcher | None = None
+    ledger: Ledger,
+    caller: Caller,
+    request: JobRequest,
+    dispatcher: Dispatcher | Outbox | None = None,
+    trace: TraceRecord | None = None,
 ) -> Submitted:
-    """Record the decision; dispatch an accepted job. Raises IdempotencyConflictError when
-    the key was used with another body."""
-    submitted = _decide_grouped(ledger, caller, request) or _decide_locked(ledger, caller, request)
+    """Record the decision; send an accepted job through the outbox (a bare dispatcher is
+    sent to inline). Raises IdempotencyConflictError when the key was used with another
+    body. Raises RateLimitedError, having written nothing, over the account's rate. `trace`:
+    the caller's trace context (W3C `traceparent`), which the decision's span continues; the
+    decision records that span (or, tracing off, the caller's context)."""
+    spans = tracer()
+    if not spans.enabled:
+        return _submit(ledger, caller, request, dispatcher, trace)
+    attributes = {"outcomes.tool": request.tool, "outcomes.account": caller.account}
+    made = spans.start("outcomes.submit", trace, attributes)
+    try:
+        submitted = _submit(ledger, caller, request, dispatcher, made.record)
+        made.set_attribute("outcomes.job_id", submitted.view.job_id)
+        made.set_attribute("outcomes.status", submitted.view.status.value)
+        made.set_attribute("outcomes.replayed", submitted.replayed)
+        return submitted
+    except BaseException as exc:
+        made.fail(type(exc).__name__)
+        raise
+    finally:
+        made.end()
+
+
+def _submit(
+    ledger: Ledger,
+    caller: Caller,
+    request: JobRequest,
+    dispatcher: Dispatcher | Outbox | None,
+    trace: TraceRecord | None,
+) -> Submitted:
+    _take_rate(ledger, caller)
+    outbox = outbox_for(ledger, dispatcher)
+    gauge = outbox.backlog if outbox is not None else None
+    backlog = gauge.current() if gauge is not None else None
+    submitted = _decide_grouped(ledger, caller, request, backlog, trace) or _decide_locked(
+        ledger, caller, request, backlog, trace
+    )
     view = submitted.view
     if not submitted.replayed:
         event_log.decision(view)
-    if dispatcher is not None and view.accepted and not submitted.replayed:
-        try:
-            dispatcher.dispatch(view.job_id)
-        except DispatchError as exc:
-            log.warning(
-                "job %s accepted but not dispatched (%s); the reconciler will", view.job_id, exc
-            )
+    if outbox is not None and view.accepted and not submitted.replayed:
+        outbox.send(view)
     return submitted
 
 
-def _decide_grouped(ledger: Ledger, caller: Caller, request: JobRequest) -> Submitted | None:
+def _take_rate(ledger: Ledger, caller: Caller) -> None:
+    """One statement on the account's bucket, shared by every API process (the database's)."""
+    limits = ledger.limits
+    if not limits.rate_limited:
+        return
+    wait = ledger.store.take_submit_token(caller.account, limits.rate_per_s, limits.bucket)
+    if wait > 0:
+        telemetry().submit_rate_limited()
+        raise RateLimitedError(rate_refusal(caller.account, limits, wait))
+
+
+def _decide_grouped(
+    ledger: Ledger,
+    caller: Caller,
+    request: JobRequest,
+    backlog: Backlog | None,
+    trace: TraceRecord | None = None,
+) -> Submitted | None:
     """The common decision in one append that joins this process's group commit: the brake
     is checked by the store inside it. None: this request needs the locked way (its tool has
     a quota to count, or its idempotency key is already held: a replay or a conflict)."""
     spec = get_tool(request.tool)
-    refusal = tool_refusal(spec, caller, request)
+    refusal = tool_refusal(spec, caller, request) or _backlog(spec, request, backlog)
     if refusal is None and spec is not None and spec.quota is not None:
         return None
     job_id = str(uuid.uuid4())
+    sealed = _sealed(ledger, spec, request, job_id)
+    refusal = refusal or _unsealable(request, sealed)
     key = ledger.request_key
-    payload = _payload(spec, caller, request, refusal, key)
+    payload = _payload(spec, caller, request, refusal, key, sealed, trace)
     scopes = () if refusal is not None else scopes_for(request.tool, caller.account)
     event = NewEvent(payload=payload, actor=caller.token_id)
-    done = ledger.appends.submit(
-        JobAppend(job_id, [event], None, brake_scopes=scopes, notify=False)
-    )
+    token_id = caller.token_id if caller.recheck_token else None
+
+    def append(event: NewEvent, scopes: tuple[str, ...] = ()) -> JobAppended:
+        item = JobAppend(
+            job_id, [event], None, brake_scopes=scopes, notify=False, token_id=token_id
+        )
+        done = ledger.appends.submit(item)
+        if done.status is AppendStatus.REVOKED:
+            raise NotAuthenticatedError()
+        return done
+
+    done = append(event, scopes)
     if done.status is AppendStatus.BRAKED:
-        refused = _payload(spec, caller, request, brake_error(done.brakes[0]), key)
-        event = NewEvent(payload=refused, actor=caller.token_id)
-        done = ledger.appends.submit(JobAppend(job_id, [event], None, notify=False))
+        refused = _payload(spec, caller, request, brake_error(done.brakes[0]), key, sealed, trace)
+        done = append(NewEvent(payload=refused, actor=caller.token_id))
     if done.status is AppendStatus.IDEMPOTENCY:
         if refusal is None or permission_refusal(caller, request) is None:
             return None  # a replay or a conflict: the locked way tells which
         # The key is held by a job this token may not have asked for: no replay for it.
-        refused = _payload(spec, caller, _keyless(request), refusal, key)
-        event = NewEvent(payload=refused, actor=caller.token_id)
-        done = ledger.appends.submit(JobAppend(job_id, [event], None, notify=False))
+        refused = _payload(spec, caller, _keyless(request), refusal, key, sealed, trace)
+        done = append(NewEvent(payload=refused, actor=caller.token_id))
     if done.status is not AppendStatus.OK:
         raise ContentionError(f"job {job_id} could not be recorded ({done.status}); retry")
     return Submitted(done.job, replayed=False)
 
 
-def _decide_locked(ledger: Ledger, caller: Caller, request: JobRequest) -> Submitted:
+def _decide_locked(
+    ledger: Ledger,
+    caller: Caller,
+    request: JobRequest,
+    backlog: Backlog | None = None,
+    trace: TraceRecord | None = None,
+) -> Submitted:
     for _ in range(3):
         try:
-            return _decide(ledger, caller, request)
+            return _decide(ledger, caller, request, backlog, trace)
         except IdempotencyKeyTakenError:
             continue  # a concurrent submit with this key committed first: replay it
     raise ContentionError("the idempotency key is contended by concurrent submits; retry")
+
+
+def _sealed(ledger: Ledger, spec: ToolSpec | None, request: JobRequest, job_id: str) -> SealedArgs:
+    """The arguments as the decision records them: the tool's declared secrets sealed."""
+    model = spec.args_model if spec is not None else None
+    keyring = ledger.secrets if model is not None else None
+    return seal_args(model, request.args, job_id, keyring)
+
+
+def _unsealable(request: JobRequest, sealed: SealedArgs) -> ErrorInfo | None:
+    """Secrets with no key to seal them: recorded refused (the values withheld), never kept."""
+    if not sealed.withheld:
+        return None
+    return ErrorInfo(
+        code=Code.CAPABILITY_UNAVAILABLE,
+        dependency="secrets key",
+        operation="seal the secret arguments",
+        required_capability="OUTCOMES_SECRETS_KEY",
+        fix="set OUTCOMES_SECRETS_KEY or OUTCOMES_SECRETS_KEY_FILE on the API and every "
+        "worker (docs/secrets.md), then submit again",
+        message=f"This deployment has no key to seal the secret arguments of {request.tool!r} "
+        "with, so the job was not accepted; their values were not kept.",
+    )
 
 
 def _payload(
@@ -111,19 +216,43 @@ def _payload(
     request: JobRequest,
     refusal: ErrorInfo | None,
     key: bytes,
+    sealed: SealedArgs,
+    trace: TraceRecord | None = None,
 ) -> JobAccepted | JobRefused:
+    fingerprinted = replace(request, args=sealed.fingerprints[0])
     fields: dict[str, Any] = {
         "account": caller.account,
         "tool": request.tool,
-        "args": request.args,
+        "args": sealed.stored,
         "idempotency_key": request.idempotency_key,
-        "request_hash": request.fingerprint(key),
+        "request_hash": fingerprinted.fingerprint(key),
         "spends": bool(spec and spec.spends),
+        "secret_paths": sealed.paths,
+        "trace": trace,
     }
     if refusal is not None:
         return JobRefused(**fields, error=refusal)
     assert spec is not None
-    return JobAccepted(**fields, timeout_s=spec.timeout_s, max_attempts=spec.max_attempts)
+    return JobAccepted(
+        **fields,
+        timeout_s=spec.timeout_s,
+        max_attempts=spec.max_attempts,
+        start_within_s=effective_start_within(request.start_within_s, spec.start_within_s),
+        budget_bytes=request.budget_bytes,
+    )
+
+
+def _backlog(
+    spec: ToolSpec | None, request: JobRequest, backlog: Backlog | None
+) -> ErrorInfo | None:
+    """Refused now when the backlog ahead would not start it within its deadline."""
+    if spec is None or backlog is None:
+        return None
+    deadline = effective_start_within(request.start_within_s, spec.start_within_s)
+    retry_s = backlog.refuses(deadline)
+    if retry_s is None:
+        return None
+    return backlog_refusal(request.tool, backlog.wait_s() or 0.0, deadline, retry_s)
 
 
 def _keyless(request: JobRequest) -> JobRequest:
@@ -131,25 +260,47 @@ def _keyless(request: JobRequest) -> JobRequest:
     return replace(request, idempotency_key=None)
 
 
-def _decide(ledger: Ledger, caller: Caller, request: JobRequest) -> Submitted:
+def _decide(
+    ledger: Ledger,
+    caller: Caller,
+    request: JobRequest,
+    backlog: Backlog | None,
+    trace: TraceRecord | None = None,
+) -> Submitted:
     spec = get_tool(request.tool)
     secret = ledger.request_key
+    job_id = str(uuid.uuid4())
+    sealed = _sealed(ledger, spec, request, job_id)
     # Permission before the replay lookup: the key is the account's, not the token's.
     if permission_refusal(caller, request) is not None:
         request = _keyless(request)
     with ledger.store.transaction() as tx:
+        if caller.recheck_token:
+            token = tx.token(caller.token_id)
+            if token is None or token.revoked:
+                raise NotAuthenticatedError()
         key = request.idempotency_key
         if key is not None:
             tx.lock("idempotency", caller.account, key)
             earlier = tx.job_by_idempotency_key(caller.account, key)
             if earlier is not None:
-                if not request.same_body(earlier.request_hash, secret):
+                # Under any key the keyring holds (the same secret replays after a rotation),
+                # and as sent (a decision recorded before secrets were sealed hashed that).
+                if not any(
+                    replace(request, args=args).same_body(earlier.request_hash, secret)
+                    for args in (*sealed.fingerprints, request.args)
+                ):
                     raise IdempotencyConflictError(earlier.job_id)
                 return Submitted(earlier, replayed=True)
-        refusal = tool_refusal(spec, caller, request) or _precondition(tx, spec, caller, request)
-        payload = _payload(spec, caller, request, refusal, secret)
+        refusal = (
+            tool_refusal(spec, caller, request)
+            or _unsealable(request, sealed)
+            or _precondition(tx, spec, caller, request)
+            or _backlog(spec, request, backlog)
+        )
+        payload = _payload(spec, caller, request, refusal, secret, sealed, trace)
         event = NewEvent(payload=payload, actor=caller.token_id)
-        appended = tx.append(job_stream(uuid.uuid4()), [event], NO_STREAM)
+        appended = tx.append(job_stream(job_id), [event], NO_STREAM)
         return Submitted(appended.job, replayed=False)
 
 

@@ -3,7 +3,9 @@ one way a presented token is checked."""
 
 from __future__ import annotations
 
+import threading
 import uuid
+from collections import OrderedDict
 from dataclasses import dataclass
 
 from ledger.access import (
@@ -68,7 +70,7 @@ def allowed_tools(tools: list[str] | None, *, allow_unknown: bool) -> list[str] 
     names = sorted({name.strip() for name in tools if name.strip()})
     if not names:
         raise TokenError("the tool list names no tool (leave it out for a token of every tool)")
-    malformed = [name for name in names if not TOOL_NAME.match(name)]
+    malformed = [name for name in names if not TOOL_NAME.fullmatch(name)]
     if malformed:
         raise TokenError(f"not tool names: {', '.join(malformed)} (like 'area.verb_noun')")
     unknown = [name for name in names if get_tool(name) is None]
@@ -116,3 +118,40 @@ def admit(view: TokenView | None) -> TokenView:
     if view is None or view.revoked or not admissible(view.account, view.role):
         raise NotAuthenticatedError()
     return view
+
+
+class AdmittedTokens:
+    """The tokens this process has admitted, by hash, for a write that re-checks them itself.
+
+    A submit admits a presented token from here without a read; its decision is appended with
+    `Caller.recheck_token`, and the append refuses it (nothing written) if the token has been
+    revoked meanwhile. So a revoked token is refused on its next submit by every process,
+    while a submit pays no token read. Only a token that passed `authenticate` enters (a
+    stranger's guesses never fill it); the least recently used leave past `size`. Routes that
+    write nothing keep checking at the ledger."""
+
+    def __init__(self, ledger: Ledger, size: int = 4096) -> None:
+        self._ledger = ledger
+        self._size = size
+        self._views: OrderedDict[str, TokenView] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def admit(self, token: str) -> TokenView:
+        """The token's view: from the cache, else `authenticate`d (a read) and kept."""
+        digest = hash_token(token)
+        with self._lock:
+            view = self._views.get(digest)
+            if view is not None:
+                self._views.move_to_end(digest)
+                return view
+        view = authenticate(self._ledger, token)
+        with self._lock:
+            self._views[digest] = view
+            while len(self._views) > self._size:
+                self._views.popitem(last=False)
+        return view
+
+    def forget(self, token: str) -> None:
+        """After a write refused the token: the next request reads it again."""
+        with self._lock:
+            self._views.pop(hash_token(token), None)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from enum import StrEnum
@@ -32,13 +32,18 @@ from ledger.events import (
 )
 from ledger.job_view import JobView
 from ledger.persistence.appends import AppendStatus, JobAppend, JobAppended, LeaseChange
+from ledger.persistence.base import Writes
 from ledger.services.ledger import Ledger
+from ledger.tracing import Span, job_attributes, tracer
 
 
 class ClaimResult(StrEnum):
     CLAIMED = "claimed"
     HALTED = "halted"  # a brake holds the job: recorded, nothing ran
     SKIPPED = "skipped"  # unknown, closed, running elsewhere, or claimed by another delivery
+    # Its account runs as many jobs as it may (`OUTCOMES_ACCOUNT_CONCURRENCY`): not started,
+    # nothing recorded; its message goes again a moment later (docs/fairness.md).
+    DEFERRED = "deferred"
 
 
 @dataclass(frozen=True)
@@ -77,13 +82,47 @@ def claim_many(ledger: Ledger, requests: Sequence[ClaimRequest]) -> list[Claim]:
     would commit a claim whose client had died, and a job that never started would read as a
     lost attempt; tests/reliability/test_worker_loss.py). Any database error propagates:
     if the brake cannot be read, no work starts.
+
+    With a per-account concurrency limit, a job whose account already runs that many (its
+    live leases, fleet-wide) is DEFERRED: nothing is recorded for it. The accounts' locks are
+    taken, in order, before their leases are counted and held to commit, so two workers
+    claiming for one account count one after the other.
     """
+    spans: dict[str, Span] = {}
+    try:
+        claims = _claim_many(ledger, requests, spans)
+        for request, claimed in zip(requests, claims, strict=True):
+            if (made := spans.pop(request.job_id, None)) is not None:  # its first delivery's
+                made.set_attribute("outcomes.claim", claimed.result.value)
+                made.end()
+        return claims
+    except BaseException as exc:
+        for made in spans.values():
+            made.fail(type(exc).__name__)
+        raise
+    finally:
+        for made in spans.values():
+            made.end()
+
+
+def _claim_many(
+    ledger: Ledger, requests: Sequence[ClaimRequest], spans: dict[str, Span]
+) -> list[Claim]:
+    spanning = tracer()
+    traced = spanning if spanning.enabled else None
+    limit = ledger.limits.concurrency
     with ledger.store.transaction() as tx:
         views = tx.jobs_by_id(list(dict.fromkeys(r.job_id for r in requests)))
+        room = _room(tx, views.values(), limit) if limit else None
         decided: list[Claim | JobAppend] = []
         taken: set[str] = set()
         for request in requests:
             view = views.get(request.job_id)
+            if room is not None and view is not None and _runnable(view, request, taken):
+                if room.get(view.account, 0) <= 0:
+                    decided.append(Claim(ClaimResult.DEFERRED, "account at its limit", view))
+                    continue
+                room[view.account] -= 1
             if request.job_id in taken:  # the same job twice in one batch: one delivery wins
                 decided.append(Claim(ClaimResult.SKIPPED, "claimed by another delivery", view))
             elif view is None:
@@ -95,11 +134,27 @@ def claim_many(ledger: Ledger, requests: Sequence[ClaimRequest]) -> list[Claim]:
             else:
                 taken.add(request.job_id)
                 decided.append(_start(request, view))
+                if traced is not None and view.trace is not None:  # one span a job, the batch's
+                    attributes = job_attributes(view.job_id, view.tool, view.account)
+                    spans[view.job_id] = traced.start("outcomes.claim", view.trace, attributes)
         starts = [d for d in decided if isinstance(d, JobAppend)]
         done = dict(zip((s.job_id for s in starts), tx.append_jobs(starts), strict=True))
         halts = [_halt(s, done[s.job_id]) for s in starts if done[s.job_id].brakes]
         done |= dict(zip((h.job_id for h in halts), tx.append_jobs(halts), strict=True))
     return [d if isinstance(d, Claim) else _claimed(d, done[d.job_id]) for d in decided]
+
+
+def _runnable(view: JobView, request: ClaimRequest, taken: set[str]) -> bool:
+    return request.job_id not in taken and not view.terminal and view.status is not Status.RUNNING
+
+
+def _room(tx: Writes, views: Iterable[JobView], limit: int) -> dict[str, int]:
+    """How many more jobs each of these accounts may start, under the accounts' locks."""
+    accounts = sorted({v.account for v in views if not v.terminal})
+    for account in accounts:  # in order: two claims never wait for each other's next lock
+        tx.lock("account running", account)
+    running = tx.running_by_account(accounts, now())
+    return {account: limit - running.get(account, 0) for account in accounts}
 
 
 def _start(request: ClaimRequest, view: JobView) -> JobAppend:
@@ -144,6 +199,7 @@ def brakes_holding(ledger: Ledger, tool: str, account: str) -> list[BrakeView]:
 @dataclass(frozen=True)
 class Recorded:
     late: bool  # the job had been closed; the outcome was kept as work.late_outcome
+    version: int = 0  # the outcome's stream version (on time); a retry's message is for it
 
 
 def record_outcome(
@@ -169,7 +225,7 @@ def record_outcome(
         try:
             done = ledger.appends.submit(append)
             if done.status in (AppendStatus.OK, AppendStatus.DUPLICATE):
-                return Recorded(late=False)
+                return Recorded(late=False, version=claimed.stream_version + 1)
             return _record_once(ledger, claimed.job_id, claimed.stream_version, event)
         except StorageUnavailableError:
             if time.monotonic() + delay > deadline:
@@ -186,12 +242,13 @@ def _record_once(ledger: Ledger, job_id: str, after_version: int, event: NewEven
             with ledger.store.transaction() as tx:
                 tx.append(stream, [event], after_version)
                 tx.drop_lease(job_id, attempt)
-            return Recorded(late=False)
+            return Recorded(late=False, version=after_version + 1)
         except (ConcurrencyError, AlreadyTerminalError):
             pass
         history = ledger.store.read_stream(stream)
-        if any(e.event_id == event.event_id for e in history):
-            return Recorded(late=False)  # an earlier try committed before the connection broke
+        mine = [e.stream_version for e in history if e.event_id == event.event_id]
+        if mine:  # an earlier try committed before the connection broke
+            return Recorded(late=False, version=mine[0])
         newer = [e for e in history if e.stream_version > after_version]
         if not newer or any(e.type != "work.late_outcome" for e in newer):
             break

@@ -8,7 +8,7 @@ from typing import Any
 from fastapi.testclient import TestClient
 
 from ledger.events import job_stream
-from ledger.persistence.store import SqlStore
+from ledger.persistence.sql_store import SqlStore
 from ledger.services.brakes import pull, release
 from ledger.services.ledger import Ledger
 from tests.factories import started
@@ -121,17 +121,30 @@ def test_brakes_list_holds_and_counts_the_jobs_they_keep_waiting(
     ]
 
 
-def test_only_auditors_see_the_hashes(client: TestClient, tokens: Tokens) -> None:
-    """The hashes cover the stored arguments: shown to an operator, a hash would let them test
-    guesses of an argument (a 4-digit PIN in under 10,000 tries)."""
-    response = client.post(
-        "/v1/jobs", json={"tool": ECHO, "args": {"text": "pin-4821"}}, headers=bearer(tokens.acme)
+def test_only_auditors_see_the_hashes_and_staff_see_what_was_asked(
+    client: TestClient, tokens: Tokens
+) -> None:
+    """The hashes are the auditors'. What was asked is everyone's who reads the job: a
+    non-secret argument's value on every page, a declared secret as `(secret)` (it is stored
+    sealed under a random nonce, so no hash lets anyone test guesses of it)."""
+    asked = client.post(
+        "/v1/jobs", json={"tool": ECHO, "args": {"text": "T-4821"}}, headers=bearer(tokens.acme)
     )
-    assert response.status_code == 202
+    secret = client.post(
+        "/v1/jobs",
+        json={"tool": "canary.crash", "args": {"secret": "pin-4821"}},
+        headers=bearer(tokens.acme),
+    )
+    assert (asked.status_code, secret.status_code) == (202, 202)
     for_auditor = audit(client, tokens.auditor, "limit=1000")["items"]
     for_operator = audit(client, tokens.operator, "limit=1000")["items"]
     assert [e["position"] for e in for_auditor] == [e["position"] for e in for_operator]
     assert all(isinstance(e["hash"], str) and "prev_hash" in e for e in for_auditor)
     assert not [e for e in for_operator if {"hash", "prev_hash"} & set(e)]
+    for items in (for_auditor, for_operator):
+        decisions = {e["data"]["tool"]: e["data"] for e in items if e["type"] == "job.accepted"}
+        assert decisions[ECHO]["args"] == {"text": "T-4821"}
+        assert decisions["canary.crash"]["args"] == {"secret": "(secret)"}
+        assert decisions["canary.crash"]["secret_paths"] == ["/secret"]
     # The whole value: "4821" alone turns up in hex hashes and ids by chance.
-    assert "pin-4821" not in response.text + str(for_operator) + str(for_auditor)
+    assert "pin-4821" not in secret.text + str(for_operator) + str(for_auditor)

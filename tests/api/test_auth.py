@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import event
 
-from ledger.persistence.store import SqlStore
+from ledger.persistence.sql_store import SqlStore
 from ledger.services.ledger import Ledger
 from ledger.services.tokens import create as create_token
 from ledger.services.tokens import revoke as revoke_token
@@ -56,6 +57,40 @@ def test_revoked_token_is_401_everywhere(
     assert_401(
         client.post("/v1/jobs", json={"tool": ECHO, "args": {}}, headers=bearer(tokens.acme))
     )
+
+
+def test_a_submit_reads_no_token_yet_the_next_one_after_a_revocation_is_401(
+    client: TestClient, tokens: Tokens, store: SqlStore
+) -> None:
+    """A process that admitted a token submits without reading it again; the decision's own
+    append re-checks it, so a revocation by another process stops the very next submit, and
+    nothing is recorded for it."""
+    body = {"tool": ECHO, "args": {"text": "x"}}
+    assert client.post("/v1/jobs", json=body, headers=bearer(tokens.acme)).status_code == 202
+    statements: list[str] = []
+
+    def seen(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        statements.append(statement)
+
+    event.listen(store.engine, "before_cursor_execute", seen)
+    try:
+        submitted = client.post("/v1/jobs", json=body, headers=bearer(tokens.acme))
+        by_submit = list(statements)
+        # A read checks its token at the ledger, and this listener sees that it does.
+        client.get(submitted.headers["location"], headers=bearer(tokens.acme))
+    finally:
+        event.remove(store.engine, "before_cursor_execute", seen)
+    assert submitted.status_code == 202
+    assert [s for s in statements if "token_hash" in s], statements
+    assert not [s for s in by_submit if "token_hash" in s], by_submit
+    revoke_token(Ledger(store), tokens.acme_id, actor="another process")
+    with store.reading() as reads:
+        before = reads.last_position()
+    assert_401(client.post("/v1/jobs", json=body, headers=bearer(tokens.acme)))
+    assert_401(client.post("/v1/jobs", json={"tool": ECHO}, headers=bearer(tokens.acme)))
+    assert_401(client.post("/v1/jobs", content=b"{", headers=bearer(tokens.acme)))
+    with store.reading() as reads:
+        assert reads.last_position() == before  # no decision, no refusal recorded
 
 
 def test_an_agent_token_for_every_account_is_401_everywhere(

@@ -55,3 +55,15 @@ def test_no_token_is_401(client: TestClient) -> None:
     response = client.get("/v1/tools")
     assert response.status_code == 401
     assert response.json()["error"]["code"] == "ACCESS_DENIED"
+
+
+def test_declared_secrets_and_the_answers_budget_are_in_the_catalog(
+    client: TestClient, tokens: Tokens
+) -> None:
+    tools = catalog(client, tokens.acme)
+    login = tools["vault.login"]
+    password = login["args_schema"]["properties"]["password"]
+    assert (password["format"], password["writeOnly"]) == ("password", True)
+    assert "format" not in login["args_schema"]["properties"]["user"]
+    assert login["max_result_bytes"] == 65_536
+    assert tools["budget.small_cap"]["max_result_bytes"] == 1024

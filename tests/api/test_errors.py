@@ -73,11 +73,33 @@ def test_wrong_method_is_405_with_every_allowed_method(client: TestClient) -> No
 
 
 @pytest.mark.parametrize(
+    "content",
+    [b"{", b'{"tool": "a", "args": NaN}', b'{"tool": "a",}', b"\xff\xfe", b'{"tool": "a"} {}'],
+)
+def test_a_body_that_is_not_json_at_all_is_400(
+    client: TestClient, tokens: Tokens, content: bytes
+) -> None:
+    response = client.post(
+        "/v1/jobs",
+        content=content,
+        headers=bearer(tokens.acme) | {"Content-Type": "application/json"},
+    )
+    problem = assert_problem(response, 400, "INPUT_INVALID")
+    assert problem["job_id"] is None and problem["detail"] == "The request body is not valid JSON."
+    assert client.get("/v1/jobs", headers=bearer(tokens.acme)).json()["items"] == []
+
+
+def test_the_document_says_a_body_may_be_answered_400(client: TestClient) -> None:
+    submit = client.get("/openapi.json").json()["paths"]["/v1/jobs"]["post"]["responses"]
+    assert "not well-formed JSON" in submit["400"]["description"]
+    assert "application/problem+json" in submit["400"]["content"]
+    assert "Malformed" not in submit["422"]["description"]
+
+
+@pytest.mark.parametrize(
     ("content", "code"),
     [
         (b"", "INPUT_MISSING"),
-        (b"{", "INPUT_INVALID"),
-        (b'{"tool": "a", "args": NaN}', "INPUT_INVALID"),
         (b"[1, 2]", "INPUT_INVALID"),
         (b'{"tool": 5, "args": {}}', "INPUT_INVALID"),
         (b'{"tool": "apitest.echo", "args": []}', "INPUT_INVALID"),
@@ -87,7 +109,7 @@ def test_wrong_method_is_405_with_every_allowed_method(client: TestClient) -> No
         (b'{"tool": "apitest.echo", "args": {"text": "nul \\u0000"}}', "INPUT_INVALID"),
     ],
 )
-def test_malformed_bodies_are_422_problems(
+def test_bodies_that_break_the_schema_are_422_problems(
     client: TestClient, tokens: Tokens, content: bytes, code: str
 ) -> None:
     response = client.post(
@@ -186,3 +208,23 @@ def test_streamed_body_over_the_limit_is_cut_off_413(client: TestClient, tokens:
     response = client.post("/v1/jobs", content=chunks(), headers=headers)
     assert_problem(response, 413, "INPUT_INVALID")
     assert "content-length" not in {k.lower() for k in response.request.headers}
+
+
+def test_detail_and_error_message_say_the_same(client: TestClient, tokens: Tokens) -> None:
+    """One sentence, said once: `detail` is `error.message` on every problem."""
+    unknown = f"/v1/jobs/{'0' * 8}-0000-0000-0000-{'0' * 12}"
+    answers = {
+        403: client.get("/v1/brakes", headers=bearer(tokens.acme)),  # an agent's token
+        404: client.get(unknown, headers=bearer(tokens.acme)),
+        401: client.get("/v1/jobs"),
+        405: client.delete("/v1/jobs"),
+    }
+    for status, response in answers.items():
+        problem = response.json()
+        assert problem["status"] == status
+        assert problem["detail"] == problem["error"]["message"], problem
+    assert answers[403].json()["detail"] == "This endpoint is for operator or auditor tokens."
+    assert answers[404].json()["detail"] == "No job with this id is visible to this token."
+    metrics = client.get("/metrics", headers=bearer(tokens.acme_auditor)).json()
+    assert metrics["detail"] == metrics["error"]["message"]
+    assert "every account" in metrics["detail"]

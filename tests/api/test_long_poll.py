@@ -16,7 +16,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from ledger.events import NewEvent, job_stream
-from ledger.persistence.store import SqlStore
+from ledger.persistence.sql_store import SqlStore
 from tests.factories import started, succeeded
 from tests.plugins.api import Tokens, bearer, new_job
 
@@ -28,7 +28,7 @@ SOON_S = 5.0  # "well before the limit": a wake-up, not a timeout
 def hinted_client(app: FastAPI, store: SqlStore) -> Iterator[TestClient]:
     """On Postgres the polling fallback is switched off, so only LISTEN/NOTIFY can wake."""
     if store.dialect == "postgresql":
-        app.state.ledger.waiter.poll_s = 3600.0
+        app.state.api.waiter.poll_s = 3600.0
     with TestClient(app) as client:
         yield client
 
@@ -36,19 +36,26 @@ def hinted_client(app: FastAPI, store: SqlStore) -> Iterator[TestClient]:
 class Poll:
     """A long-poll in its own thread, and an event set once the server is waiting on it."""
 
-    def __init__(self, app: FastAPI, client: TestClient, token: str, job_id: str) -> None:
+    def __init__(
+        self, app: FastAPI, client: TestClient, token: str, job_id: str, query: str = ""
+    ) -> None:
         self.waiting = threading.Event()
-        app.state.ledger.waiter.on_wait = self._on_wait
+        self.waits = 0  # how many times the request has gone back to waiting
+        self.waited_again = threading.Event()
+        app.state.api.waiter.on_wait = self._on_wait
         self.job_id = job_id
         self.response: Any = None
         self.elapsed = 0.0
-        url = f"/v1/jobs/{job_id}?wait={WAIT_S}"
+        url = f"/v1/jobs/{job_id}?wait={WAIT_S}{query}"
         self.thread = threading.Thread(target=self._run, args=(client, url, token))
         self.thread.start()
 
     def _on_wait(self, job_id: str) -> None:
         if job_id == self.job_id:
+            self.waits += 1
             self.waiting.set()
+            if self.waits >= 2:
+                self.waited_again.set()
 
     def _run(self, client: TestClient, url: str, token: str) -> None:
         begun = time.monotonic()
@@ -95,6 +102,34 @@ def test_wait_returns_when_the_status_changes(
     body = poll.result()
     assert (body["status"], body["terminal"], body["next_action"]) == ("running", False, "wait")
     assert poll.elapsed < SOON_S
+
+
+def test_until_terminal_waits_through_a_status_change_for_the_outcome(
+    app: FastAPI, hinted_client: TestClient, tokens: Tokens, store: SqlStore
+) -> None:
+    job_id = new_job(hinted_client, tokens.acme)
+    poll = Poll(app, hinted_client, tokens.acme, job_id, "&until=terminal")
+    assert poll.waiting.wait(10)
+    record(store, job_id, started())
+    if store.dialect != "postgresql":
+        # Polled: the request reads `running` and goes back to waiting (by default it would
+        # answer). On Postgres the start's notification does not even wake it (see below).
+        assert poll.waited_again.wait(10), "the request answered at a status change"
+    record(store, job_id, succeeded(text="done"))
+    body = poll.result()
+    assert (body["status"], body["terminal"], body["result"]) == (
+        "succeeded",
+        True,
+        {"text": "done"},
+    )
+    assert poll.elapsed < SOON_S
+
+
+def test_an_unknown_until_is_a_clear_422(client: TestClient, tokens: Tokens) -> None:
+    job_id = new_job(client, tokens.acme)
+    response = client.get(f"/v1/jobs/{job_id}?wait=1&until=forever", headers=bearer(tokens.acme))
+    assert response.status_code == 422
+    assert "until" in response.text and "terminal" in response.text
 
 
 def test_a_terminal_job_answers_at_once(

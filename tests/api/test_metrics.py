@@ -13,9 +13,12 @@ from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
 import tests.tools  # noqa: F401  (the canary tools)
+from api.app import create_app
 from ledger.codes import Status
 from ledger.decisions import Caller, JobRequest
-from ledger.persistence.store import SqlStore
+from ledger.events import job_stream
+from ledger.persistence.appends import NO_STREAM
+from ledger.persistence.sql_store import SqlStore
 from ledger.queries import EventFilter
 from ledger.reconcile_rules import ReconcilePolicy
 from ledger.services import audit, brakes
@@ -23,7 +26,10 @@ from ledger.services.execute import Executor
 from ledger.services.ledger import Ledger
 from ledger.services.reconcile import reconcile_once
 from ledger.services.submit import submit
-from tests.plugins.api import Tokens, bearer
+from ledger.tools import tool_names
+from observability.labels import OTHER
+from tests.factories import accepted
+from tests.plugins.api import RecordingDispatcher, Tokens, bearer
 from tests.tools import ECHO, METERED, QUOTA, RECONCILE_READS
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
@@ -76,10 +82,21 @@ def test_agents_get_403_no_token_401_deployment_readers_200(
 
 
 @pytest.fixture
-def open_client(app: FastAPI, monkeypatch: pytest.MonkeyPatch) -> Iterator[TestClient]:
+def open_client(
+    store: SqlStore, dispatcher: RecordingDispatcher, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[TestClient]:
+    # The API reads its settings once, when it is made: the setting comes first.
     monkeypatch.setenv("OUTCOMES_METRICS_OPEN", "1")
-    with TestClient(app) as test_client:
+    with TestClient(create_app(Ledger(store), dispatcher)) as test_client:
         yield test_client
+
+
+def test_the_setting_is_read_when_the_app_is_made_not_at_each_scrape(
+    app: FastAPI, tokens: Tokens, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OUTCOMES_METRICS_OPEN", "1")  # after the app was made: not read
+    with TestClient(app) as client:
+        assert client.get("/metrics").status_code == 401
 
 
 def test_the_open_setting_needs_no_token(open_client: TestClient) -> None:
@@ -120,14 +137,15 @@ def workload(ledger: Ledger, tokens: Tokens) -> None:
     held = submit(ledger, agent, JobRequest(ECHO, {"text": "late"})).view
     brakes.pull(ledger, "account:acme", "audit", "ops")  # stays pulled
     worker.execute(held.job_id)  # halted at the claim: an outcome, refused
-    submit(ledger, Caller(account="globex", token_id="tok-g"), JobRequest(RECONCILE_READS, {}))
-    submit(ledger, Caller(account="globex", token_id="tok-g"), JobRequest(RECONCILE_READS, {}))
-    later = datetime.now(UTC) + timedelta(hours=1)
-    reconcile_once(ledger, None, ReconcilePolicy(10, max_dispatches=2), at=later)  # redispatch
-    reconcile_once(ledger, None, ReconcilePolicy(10, max_dispatches=2), at=later + later.resolution)
-    reconcile_once(
-        ledger, None, ReconcilePolicy(10, max_dispatches=2), at=later + timedelta(hours=1)
-    )
+    globex = Caller(account="globex", token_id="tok-g")
+    rejected = submit(ledger, globex, JobRequest(RECONCILE_READS, {})).view
+    submit(ledger, globex, JobRequest(RECONCILE_READS, {}))
+    # A worker could not take the first one's delivery: sent again, on that evidence.
+    worker.report_rejected(rejected.job_id, RuntimeError("could not claim"))
+    policy = ReconcilePolicy(relay_after_s=3600)
+    reconcile_once(ledger, None, policy, at=datetime.now(UTC) + timedelta(minutes=1))
+    # Past both start deadlines (600 s): closed as never started.
+    reconcile_once(ledger, None, policy, at=datetime.now(UTC) + timedelta(hours=1))
 
 
 def test_counters_equal_the_ledgers_counts_by_status_and_code(
@@ -183,12 +201,15 @@ def test_counters_equal_the_ledgers_counts_by_status_and_code(
     findings = {
         kind: total(samples, "outcomes_reconciler_findings_total", finding=kind, cause=cause)
         for kind, cause in [
-            ("redispatched", "dispatch_deadline"),
+            ("redispatched", "worker_rejected"),
             ("outcome_missing", "never_started"),
         ]
     }
-    assert findings == {"redispatched": 2, "outcome_missing": 2}
-    assert total(samples, "outcomes_redispatches_total") == 2
+    assert findings == {"redispatched": 1, "outcome_missing": 2}
+    assert total(samples, "outcomes_redispatches_total", evidence="worker_rejected") == 1
+    assert total(samples, "outcomes_redispatches_total") == 1
+    assert samples[("outcomes_dispatch_unconfirmed", ())] == 0  # nothing waits any more
+    assert samples[("outcomes_queue_oldest_wait_seconds", ())] == 0
     assert samples[("outcomes_brakes_active", (("scope", "account:acme"),))] == 1
     assert samples[("outcomes_ledger_position", ())] == store.last_position()
     assert samples[("outcomes_ledger_up", ())] == 1
@@ -217,3 +238,39 @@ def test_process_histograms_count_what_this_process_recorded(
     assert total(samples, waited) - total(first, waited) == 2
     appended = "outcomes_append_seconds_count"
     assert total(samples, appended) - total(first, appended) >= 4  # 2 decisions, 2 outcomes
+
+
+# --- bounded labels ---------------------------------------------------------------------------
+
+
+def test_two_hundred_unknown_tool_names_mint_no_series(
+    client: TestClient, tokens: Tokens, store: SqlStore
+) -> None:
+    """Any agent may send any tool name: each is a refused decision, and none a series of its
+    own, in the ledger's counts or in this process's metrics (a worker without the tools of
+    the jobs it takes observes their outcomes under `_other` as well)."""
+    before = scrape(client, tokens.operator)
+    unknown = [f"nowhere.tool_{i}" if i % 2 else f"Any Name #{i}!" for i in range(200)]
+    for name in unknown:
+        response = client.post(
+            "/v1/jobs", json={"tool": name, "args": {}}, headers=bearer(tokens.acme)
+        )
+        assert response.status_code == 422, response.text
+        assert response.json()["error"]["code"] == "CAPABILITY_UNAVAILABLE"
+    ledger = Ledger(store)
+    worker = Executor(ledger, "host-1:7")
+    gone = [f"gone.tool_{i}" for i in range(200)]
+    for number, name in enumerate(gone):
+        job_id = f"00000000-0000-4000-8000-{number:012d}"
+        store.append(job_stream(job_id), [accepted(tool=name)], NO_STREAM)
+        worker.execute(job_id)
+    samples = scrape(client, tokens.operator)
+
+    shown = {value for (_, keys) in samples for key, value in keys if key == "tool"}
+    assert shown <= {OTHER, *tool_names()}
+    assert total(samples, "outcomes_decisions_total", tool=OTHER, status="refused") == 200
+    assert total(samples, "outcomes_outcomes_total", tool=OTHER, status="failed") == 200
+    minted = {key for key in samples if key not in before}
+    assert len(minted) < 40, sorted(minted)  # of 400 names, a handful of series (histograms)
+    for family in ("outcomes_decisions_total", "outcomes_outcomes_total"):
+        assert len([key for key in samples if key[0] == family]) <= 4, family

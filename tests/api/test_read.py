@@ -12,7 +12,7 @@ from api import pages
 from ledger.codes import Code
 from ledger.error_info import ErrorInfo
 from ledger.events import NewEvent, WorkFailed, job_stream
-from ledger.persistence.store import SqlStore
+from ledger.persistence.sql_store import SqlStore
 from tests.factories import started, succeeded
 from tests.plugins.api import Tokens, bearer, new_job
 
@@ -31,6 +31,7 @@ ENVELOPE_KEYS = {
     "recorded_by",
     "created_at",
     "updated_at",
+    "budget",
 }
 
 
@@ -42,7 +43,9 @@ def test_envelope_carries_every_contract_field(
     response = client.get(f"/v1/jobs/{job_id}", headers=bearer(tokens.acme))
     assert response.status_code == 200
     body = response.json()
-    assert set(body) == ENVELOPE_KEYS | {"late_outcomes"}  # not the global ledger_position
+    # Not the global ledger_position; `waiting` is null once the job no longer waits.
+    assert set(body) == ENVELOPE_KEYS | {"late_outcomes", "waiting"}
+    assert body["waiting"] is None
     assert body["status"] == "succeeded" and body["terminal"] is True
     assert (body["next_action"], body["result"], body["error"]) == ("accept", {"text": "x"}, None)
     assert (body["attempts"], body["recorded_by"]) == (1, "worker")

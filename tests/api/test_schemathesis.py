@@ -24,7 +24,7 @@ import examples.seed_tools  # noqa: F401  (the document's example submits tracke
 from api.app import create_app
 from ledger.decisions import Caller, JobRequest
 from ledger.events import job_stream
-from ledger.persistence.store import SqlStore
+from ledger.persistence.sql_store import SqlStore
 from ledger.services.brakes import pull
 from ledger.services.ledger import Ledger
 from ledger.services.submit import submit
@@ -71,7 +71,18 @@ def config(seed: int) -> SchemathesisConfig:
                             "expected-statuses": ["2xx", "401", "403", "404", "409", "422", "429"]
                         }
                     },
-                }
+                },
+                {
+                    # A schema-valid URL may still be one the SSRF rule refuses (it does not
+                    # resolve, or reaches a private range): 422, as the document says.
+                    "include-path": "/v1/webhooks",
+                    "include-method": "POST",
+                    "checks": {
+                        "positive_data_acceptance": {
+                            "expected-statuses": ["2xx", "401", "403", "422"]
+                        }
+                    },
+                },
             ],
         }
     )

@@ -9,11 +9,12 @@ import pytest
 from fastapi.testclient import TestClient
 
 from ledger.codes import Status
-from ledger.persistence.store import SqlStore
+from ledger.persistence.sql_store import SqlStore
+from ledger.queueing import Backlog
 from ledger.services.brakes import pull
 from ledger.services.ledger import Ledger
 from tests.factories import ERROR_KEYS, get_job
-from tests.plugins.api import RecordingDispatcher, Tokens, bearer
+from tests.plugins.api import RecordingDispatcher, Tokens, bearer, published
 from tests.tools import ECHO, METERED, OFF, QUOTA
 
 
@@ -47,7 +48,7 @@ def test_accepted_job_is_queued_dispatched_and_pollable(
     assert body["status"] == "queued"
     assert body["poll_url"] == f"/v1/jobs/{body['job_id']}"
     assert response.headers["location"] == body["poll_url"]
-    assert dispatcher.job_ids == [body["job_id"]]
+    assert published(client, dispatcher) == [body["job_id"]]
     polled = client.get(body["poll_url"], headers=bearer(tokens.acme)).json()
     assert (polled["status"], polled["attempts"], polled["next_action"]) == ("queued", 0, "wait")
 
@@ -75,7 +76,7 @@ def test_refusals_are_recorded_and_answered_with_their_job_id(
     assert envelope["status"] == "refused"
     assert envelope["next_action"] == "satisfy_precondition"
     assert envelope["attempts"] == 0
-    assert dispatcher.job_ids == []  # nothing refused is ever sent to a worker
+    assert published(client, dispatcher) == []  # nothing refused is ever sent to a worker
 
 
 def test_a_tool_the_token_may_not_call_is_refused_403(
@@ -132,7 +133,7 @@ def test_same_key_and_body_replays_the_first_answer(
     again = submit(client, tokens.acme, {**body, "args": {"text": "x"}})
     assert first.status_code == again.status_code == 202
     assert first.json() == again.json()
-    assert dispatcher.job_ids == [first.json()["job_id"]]  # dispatched once
+    assert published(client, dispatcher) == [first.json()["job_id"]]  # dispatched once
     # The key is the account's: another account's same key is another job.
     other = submit(client, tokens.globex, body)
     assert other.status_code == 202 and other.json()["job_id"] != first.json()["job_id"]
@@ -147,7 +148,7 @@ def test_a_narrow_token_replaying_a_wide_tokens_key_is_403(
     assert (first.status_code, narrow.status_code) == (202, 403)
     assert narrow.json()["error"]["code"] == "ACCESS_DENIED"
     assert narrow.json()["job_id"] not in (None, first.json()["job_id"])  # its own refusal
-    assert dispatcher.job_ids == [first.json()["job_id"]]
+    assert published(client, dispatcher) == [first.json()["job_id"]]
     assert submit(client, tokens.acme, body).json() == first.json()  # still the wide one's
 
 
@@ -200,4 +201,56 @@ def test_twenty_concurrent_submits_with_one_key_make_one_job(
     assert len({a.json()["job_id"] for a in answers}) == 1
     listed = client.get("/v1/jobs", headers=bearer(tokens.acme)).json()
     assert listed["count"] == 1
-    assert len(dispatcher.job_ids) == 1
+    assert len(published(client, dispatcher)) == 1
+
+
+def test_a_start_deadline_is_recorded_capped_and_told_while_the_job_waits(
+    client: TestClient, tokens: Tokens, store: SqlStore, dispatcher: RecordingDispatcher
+) -> None:
+    short = submit(client, tokens.acme, {"tool": ECHO, "args": {"text": "a"}, "start_within_s": 30})
+    long = submit(
+        client, tokens.acme, {"tool": ECHO, "args": {"text": "b"}, "start_within_s": 86400}
+    )
+    assert (short.status_code, long.status_code) == (202, 202)
+    published(client, dispatcher)  # the outbox has published both and recorded the confirms
+    views = [get_job(store, r.json()["job_id"]) for r in (short, long)]
+    assert [v.start_within_s for v in views if v] == [30, 600]  # the tool's cap: 600 s
+    polled = client.get(short.json()["poll_url"], headers=bearer(tokens.acme)).json()
+    waiting = polled["waiting"]
+    assert polled["next_action"] == "wait"
+    assert set(waiting) == {"since", "seconds", "start_by", "dispatch", "dispatches"}
+    assert (waiting["dispatch"], waiting["dispatches"]) == ("confirmed", 1)
+    assert waiting["since"] == polled["created_at"] and waiting["seconds"] >= 0
+    assert views[0] is not None and views[0].start_by is not None
+    assert waiting["start_by"].startswith(views[0].start_by.strftime("%Y-%m-%dT%H:%M:%S"))
+
+
+@pytest.mark.parametrize("value", [0, 0.5, -1, 604801, "soon"])
+def test_a_start_deadline_out_of_range_is_refused_unrecorded(
+    client: TestClient, tokens: Tokens, store: SqlStore, value: object
+) -> None:
+    before = store.last_position()
+    response = submit(
+        client, tokens.acme, {"tool": ECHO, "args": {"text": "a"}, "start_within_s": value}
+    )
+    assert response.status_code == 422, response.text
+    assert response.json()["job_id"] is None and store.last_position() == before
+
+
+def test_a_backlog_that_would_not_start_it_in_time_is_a_recorded_429(
+    client: TestClient, tokens: Tokens, store: SqlStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The app's outbox measures the backlog (reliability tests measure it for real): 300
+    jobs ahead at 10 a second is 30 s, past a 10 s deadline, within the tool's 600 s."""
+    outbox = client.app.state.api.outbox  # type: ignore[attr-defined]
+    monkeypatch.setattr(outbox.backlog, "current", lambda: Backlog(300, 10.0))
+    hurried = {"tool": ECHO, "args": {"text": "a"}, "start_within_s": 10}
+    job_id = assert_refusal(submit(client, tokens.acme, hurried), 429, "QUOTA_EXCEEDED", store)
+    response = submit(client, tokens.acme, hurried)
+    error = response.json()["error"]
+    assert (error["cause"], error["dependency"], error["retry_after_s"]) == ("backlog", "queue", 20)
+    assert response.headers["retry-after"] == "20"
+    assert "30 s" in error["message"] and "start deadline of 10 s" in error["message"]
+    assert get_job(store, job_id) is not None
+    patient = submit(client, tokens.acme, {"tool": ECHO, "args": {"text": "b"}})
+    assert patient.status_code == 202  # 30 s is within the tool's 600 s

@@ -1,5 +1,6 @@
 """`outcomes audit verify` catches tampering, from the command line, with a non-zero exit that
-names the first broken position (the library's checks are in tests/test_tamper.py)."""
+names the first broken position (the library's checks are in
+tests/persistence/test_tamper.py)."""
 
 from __future__ import annotations
 

@@ -10,7 +10,9 @@ import orjson
 import pytest
 
 from cli.main import cli
+from cli.status_commands import EXIT_NOT_READY
 from tests.cli.test_operator_commands import accepted_job
+from tests.cli.test_webhook_commands import registered_webhook
 from tests.plugins.cli import Invoke
 
 # Commands that print no data: they run something (the export is JSON Lines already; `mcp`
@@ -48,13 +50,14 @@ def scratch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_every_json_output_parses(outcomes: Invoke, database_url: str, scratch: Path) -> None:
-    job_id = accepted_job(database_url)
+    job_id, to_cancel = accepted_job(database_url), accepted_job(database_url)
     token = orjson.loads(
         outcomes("tokens", "create", "--account", "acme", "--role", "agent", "--json").stdout
     )
     pulled = orjson.loads(
         outcomes("brake", "pull", "--scope", "account:nobody", "--reason", "r", "--json").stdout
     )
+    hook = registered_webhook(database_url)
     runs = {
         "migrate": ["migrate"],
         "rebuild": ["rebuild"],
@@ -64,6 +67,7 @@ def test_every_json_output_parses(outcomes: Invoke, database_url: str, scratch: 
         "brake status": ["brake", "status"],
         "jobs show": ["jobs", "show", job_id],
         "jobs list": ["jobs", "list"],
+        "jobs cancel": ["jobs", "cancel", to_cancel],
         "tokens create": ["tokens", "create", "--account", "acme", "--role", "agent"],
         "tokens list": ["tokens", "list"],
         "tokens revoke": ["tokens", "revoke", token["id"]],
@@ -71,12 +75,18 @@ def test_every_json_output_parses(outcomes: Invoke, database_url: str, scratch: 
         "audit digest": ["audit", "digest"],
         "audit verify": ["audit", "verify"],
         "tools list": ["tools", "list"],
+        "secrets new-key": ["secrets", "new-key"],
+        "secrets keys": ["secrets", "keys"],
         "status": ["status", "--api-url", "http://127.0.0.1:9", "--timeout", "0.2"],
+        "webhooks list": ["webhooks", "list"],
+        "webhooks deliveries": ["webhooks", "deliveries", hook],
+        "webhooks remove": ["webhooks", "remove", hook],
     }
-    assert set(runs) | NOT_DATA | {"audit events", "demo"} == set(leaves(cli))  # demo: its test
+    # demo and secrets check (it reads a value on stdin): their own tests.
+    assert set(runs) | NOT_DATA | {"audit events", "demo", "secrets check"} == set(leaves(cli))
     for name, args in runs.items():
-        stdout = outcomes(*args, "--json").stdout
-        assert isinstance(orjson.loads(stdout), dict), name
+        done = outcomes(*args, "--json", ok=name != "status")  # status: no API, exit 3
+        assert isinstance(orjson.loads(done.stdout), dict), name
     lines = outcomes("audit", "events", "--json").stdout.splitlines()
     events = [orjson.loads(line) for line in lines]  # JSON Lines: one event per line
     assert len(events) >= 4 and all(isinstance(e, dict) for e in events)
@@ -94,20 +104,32 @@ def test_status_on_one_screen(
     accepted_job(database_url)
     outcomes("brake", "pull", "--scope", "tool:x.y", "--reason", "incident 9")
     args = ["status", "--api-url", "http://127.0.0.1:9", "--timeout", "0.2", "--json"]
-    before = orjson.loads(outcomes(*args).stdout)
+    answered = outcomes(*args, ok=False)
+    assert answered.exit_code == EXIT_NOT_READY  # the API is not ready; the rest is printed
+    before = orjson.loads(answered.stdout)
     assert before["api"]["ready"] is False and before["api"]["error"]
     assert before["broker"]["reachable"] is True and before["broker"]["workers"] == []
     assert before["broker"]["queue_depth"] == 0  # (a queue that holds messages: integration)
     assert before["open_jobs"] == {"queued": 1, "running": 0, "retrying": 0}
     assert [b["scope"] for b in before["brakes"]] == ["tool:x.y"]
     assert before["last_reconcile"] is None
+    dispatch = before["dispatch"]
+    assert (dispatch["waiting"], dispatch["unconfirmed"], dispatch["redispatched"]) == (1, 1, {})
+    assert dispatch["oldest_wait_s"] >= 0
 
-    # The job's dispatch deadline has passed at once: the reconciler re-dispatches it.
+    # Nobody published the job: the reconciler's relay does, once its decider had its time.
     monkeypatch.setenv("OUTCOMES_DISPATCH_TIMEOUT_S", "0.000001")
-    assert orjson.loads(outcomes("reconcile", "--once", "--json").stdout)["recorded"]
-    after = orjson.loads(outcomes(*args).stdout)
-    assert after["last_reconcile"] is not None
+    relayed = orjson.loads(outcomes("reconcile", "--once", "--json").stdout)
+    assert (relayed["relayed"], relayed["recorded"]) == (1, [])  # published: no finding
+    after = orjson.loads(outcomes(*args, ok=False).stdout)
+    assert after["dispatch"]["unconfirmed"] == 0
+    assert after["last_reconcile"] is None  # a relay records no event
+    # A one-shot pass is no running reconciler: only a looping one keeps a heartbeat (in the
+    # home folder, on embedded defaults; elsewhere status cannot tell).
+    embedded = database_url.startswith("sqlite")
+    assert after["reconciler"]["state"] == ("never" if embedded else "unknown")
 
-    text = outcomes("status", "--api-url", "http://127.0.0.1:9", "--timeout", "0.2").stdout
-    for label in ("api:", "workers:", "queue:", "open jobs:", "brakes:", "reconciler:"):
+    text = outcomes(*args[:-1], ok=False).stdout
+    labels = ("api:", "workers:", "queue:", "open jobs:", "brakes:", "dispatch:", "reconciler:")
+    for label in labels:
         assert label in text

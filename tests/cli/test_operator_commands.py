@@ -46,6 +46,7 @@ def test_every_command_has_help(outcomes: Invoke) -> None:
         ["brake", "status"],
         ["jobs", "show"],
         ["jobs", "list"],
+        ["jobs", "cancel"],
         ["audit", "events"],
         ["audit", "summary"],
         ["audit", "export"],
@@ -101,6 +102,8 @@ def test_brake_pull_status_release(outcomes: Invoke, database_url: str) -> None:
         ["jobs", "show", "not-a-uuid"],
         ["jobs", "show", "00000000-0000-0000-0000-000000000000"],
         ["tokens", "create", "--account", "Bad Account", "--role", "agent"],
+        ["tokens", "create", "--account", "acme\n", "--role", "agent"],  # not a second 'acme'
+        ["tokens", "create", "--account", "acme\u202e", "--role", "agent"],
         ["tokens", "create", "--account", "acme", "--role", "root"],
         ["tokens", "revoke", "no-such-token"],
         ["audit", "events", "--since", "yesterday-ish"],

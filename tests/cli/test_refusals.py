@@ -60,8 +60,7 @@ def test_tokens_create_knows_the_tools_of_outcomes_tools(
     [
         *[["reconcile", "--once", "--interval", v] for v in ("nan", "inf", "-inf", "1e400")],
         ["reconcile", "--once", "--interval", "0"],
-        ["reconcile", "--once", "--max-dispatches", "101"],
-        ["serve", "--max-dispatches", "0"],
+        ["serve", "--port", "70000"],
         ["jobs", "list", "--after", str(2**63)],
         ["audit", "events", "--after", str(2**63)],
     ],

@@ -8,8 +8,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-from outcomes_client import AsyncClient, AuthenticationError, NotFound
+from outcomes_client import AsyncClient, AuthenticationError, NotCancellable, NotFound
 
+from ledger.settings import DEFAULT_HOME, default_database_url
+from tests.cancelling import jobs_to_cancel
 from tests.plugins.client import Served
 
 
@@ -96,5 +98,20 @@ def test_async_http_problems_are_typed(client_server: Served) -> None:
         async with AsyncClient(client_server.base_url, client_server.token) as client:
             with pytest.raises(NotFound):
                 await client.get(str(uuid.uuid4()))
+
+    asyncio.run(scenario())
+
+
+def test_async_cancel(client_server: Served) -> None:
+    jobs = jobs_to_cancel(default_database_url(client_server.home / DEFAULT_HOME))
+
+    async def scenario() -> None:
+        async with AsyncClient(client_server.base_url, client_server.token) as client:
+            cancelled = await client.cancel(jobs.queued[0])
+            assert (cancelled.status, cancelled.next_action) == ("declined", "accept")
+            assert await client.cancel(jobs.queued[0]) == cancelled
+            with pytest.raises(NotCancellable) as refused:
+                await client.cancel(jobs.running, reason="too late")
+            assert refused.value.envelope.job_id == jobs.running
 
     asyncio.run(scenario())

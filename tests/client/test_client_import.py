@@ -1,5 +1,6 @@
 """The client stands alone: importing it, in a process that can import only what is installed,
-loads none of the server's frameworks nor `ledger` (its source: tests/test_architecture.py)."""
+loads none of the server's frameworks nor `ledger` (its source:
+tests/house/test_architecture.py)."""
 
 from __future__ import annotations
 

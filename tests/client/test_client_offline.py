@@ -88,22 +88,35 @@ def test_an_answer_outside_the_contract_is_unexpected_response() -> None:
 
 def test_the_client_models_mirror_the_servers() -> None:
     """Drift guard: the client copies the contract's documents instead of importing them."""
-    from outcomes_client import Envelope, ErrorInfo, JobEvent, JobPage, PartialInfo, Problem
+    from outcomes_client import (
+        CancelRefusal,
+        Envelope,
+        ErrorInfo,
+        JobEvent,
+        JobPage,
+        PartialInfo,
+        Problem,
+        Waiting,
+    )
 
     from api.models import JobEvent as ServerEvent
     from api.models import JobPage as ServerPage
+    from api.problems import NotCancellableProblem
     from api.problems import Problem as ServerProblem
     from ledger.error_info import ErrorInfo as ServerError
     from ledger.job_view import JobEnvelope
     from ledger.job_view import PartialInfo as ServerPartial
+    from ledger.job_view import Waiting as ServerWaiting
 
     pairs = [
         (Envelope, JobEnvelope),
         (ErrorInfo, ServerError),
         (PartialInfo, ServerPartial),
+        (Waiting, ServerWaiting),
         (JobEvent, ServerEvent),
         (JobPage, ServerPage),
         (Problem, ServerProblem),
+        (CancelRefusal, NotCancellableProblem),
     ]
     for ours, theirs in pairs:
         assert set(ours.model_fields) == set(theirs.model_fields), ours.__name__

@@ -5,6 +5,7 @@ page, idempotency, and typed HTTP problems (401, 404)."""
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import uuid
 from pathlib import Path
@@ -12,8 +13,11 @@ from pathlib import Path
 import httpx
 import orjson
 import pytest
-from outcomes_client import AuthenticationError, Client, NotFound, WaitTimeout
+from outcomes_client import AuthenticationError, Client, NotCancellable, NotFound, WaitTimeout
+from pydantic import SecretStr
 
+from ledger.settings import DEFAULT_HOME, default_database_url
+from tests.cancelling import jobs_to_cancel
 from tests.plugins.client import Served
 
 
@@ -50,7 +54,8 @@ def test_run_a_job_that_succeeds_and_read_its_events(client_server: Served) -> N
         events = client.events(job.job_id)
     assert events.job_id == job.job_id
     assert [e.type for e in events.events] == ["job.accepted", "work.started", "work.succeeded"]
-    assert events.events[0].data["args"] == {"text": "(redacted)", "times": "(redacted)"}
+    # The agent's own arguments (no declared secret among them: contract §3).
+    assert events.events[0].data["args"] == {"text": "hi", "times": 2}
 
 
 def test_a_refused_job_is_an_envelope_not_an_exception(client_server: Served) -> None:
@@ -212,3 +217,47 @@ def test_run_sends_a_submit_whose_answer_was_lost_again_and_one_job_is_recorded(
     assert job.status == "succeeded"
     assert len(transport.keys) == 2 and transport.keys[0] == transport.keys[1]  # same key
     assert [c.job.job_id for c in recorded] == [job.job_id]  # the retry was a replay
+
+
+def test_a_budgeted_answer_and_a_secret_sent_as_secretstr(
+    client_server: Served, tmp_path: Path
+) -> None:
+    with Client(client_server.base_url, client_server.token) as client:
+        cut = client.run(
+            "budget.listing", {"items": 500, "item_bytes": 50}, budget_bytes=1024, timeout_s=60
+        )
+        proof = tmp_path / "received"
+        password = SecretStr(f"pw-{uuid.uuid4().hex}")
+        args = {"vault": "v-1", "user": "ann", "password": password, "mode": "ok"}
+        login = client.run("vault.login", args | {"proof": str(proof)}, timeout_s=60)
+        events = client.events(login.job_id)
+    assert (cut.status, cut.next_action) == ("succeeded", "use_partial_and_narrow")
+    assert cut.budget is not None and cut.budget.budget_bytes == 1024
+    assert cut.budget.omitted[0].path == "/result/items" and cut.budget.omitted_items > 0
+    assert len(orjson.dumps({"result": cut.result})) <= 1024
+    # The tool got the value; the ledger shows it nowhere.
+    secret = password.get_secret_value()
+    assert proof.read_text() == hashlib.sha256(secret.encode()).hexdigest()
+    assert login.result == {"vault": "v-1", "user": "ann", "echo": "[REDACTED]"}
+    assert events.events[0].data["args"]["password"] == "(secret)"
+    assert secret not in events.model_dump_json()
+
+
+def test_cancel_a_queued_job_and_a_running_one_is_not_cancellable(client_server: Served) -> None:
+    url = default_database_url(client_server.home / DEFAULT_HOME)
+    jobs = jobs_to_cancel(url)
+    with Client(client_server.base_url, client_server.token) as client:
+        cancelled = client.cancel(jobs.queued[0], reason="plan changed")
+        assert (cancelled.status, cancelled.terminal, cancelled.next_action) == (
+            "declined",
+            True,
+            "accept",
+        )
+        assert cancelled.declined_reason is not None and "plan changed" in cancelled.declined_reason
+        assert client.cancel(jobs.queued[0]) == cancelled  # the same answer again
+        with pytest.raises(NotCancellable) as refused:
+            client.cancel(jobs.running)
+        assert (refused.value.status, refused.value.code) == (409, "NOT_CANCELLABLE")
+        assert (refused.value.envelope.status, refused.value.next_action) == ("running", "wait")
+        with pytest.raises(NotFound):
+            client.cancel(str(uuid.uuid4()))

@@ -1,7 +1,7 @@
 """The console in a real browser (headless chromium) against a real `outcomes serve` with a mixed
 workload (`tests.console.workload`): sign in, the failed job in the list, its timeline, the
 reconciler's worker_lost finding, the active brake; an agent token refused; and no page ever
-shows the canary argument value or a token."""
+shows the canary (a declared secret argument) or a token."""
 
 from __future__ import annotations
 
@@ -155,7 +155,7 @@ def test_no_page_shows_an_argument_value_or_a_secret(
     assert leaks == []
     log = (workload.home / "serve.log").read_text(errors="replace")
     assert not [s[:10] for s in secrets[1:] if s in log]  # nor a token in serve's log
-    assert all("(redacted)" in html for url, html in pages if workload.canary in url)
+    assert all("(secret)" in html for url, html in pages if workload.canary in url)
 
 
 def test_signing_out_ends_the_session(browser: WebDriver, workload: Workload) -> None:

@@ -86,7 +86,8 @@ def deployment(home: Path) -> Iterator[Workload]:
                 "failed": _submit(
                     api, "tracker.read_issue", {"issue_ref": "T-2", "connector": "timeout"}
                 ),
-                "canary": _submit(api, "tracker.read_issue", {"issue_ref": CANARY}),
+                # A declared secret (SecretStr) that the tool repeats as it crashes.
+                "canary": _submit(api, "debug.crash", {"secret": CANARY}),
                 "refused": _submit(api, "social.draw_card", {"post_id": "p-1"}),
             }
             for job_id in ids.values():

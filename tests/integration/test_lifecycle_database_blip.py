@@ -19,7 +19,7 @@ from ledger.errors import StorageUnavailableError
 from ledger.events import NewEvent, WorkSucceeded, job_stream
 from ledger.job_view import JobView
 from ledger.persistence.appends import JobAppend, JobAppended
-from ledger.persistence.store import SqlStore
+from ledger.persistence.sql_store import SqlStore
 from ledger.services.ledger import Ledger
 from ledger.services.submit import submit
 from ledger.tools import load_tool_modules

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from cli.status_commands import EXIT_NOT_READY
 from tests.plugins.deployments import Deployment, deployments, wait_terminal
 
 CELERY = Path(sys.executable).parent / "celery"
@@ -39,8 +40,9 @@ def status(deployment: Deployment, timeout_s: float) -> dict[str, object]:
         env=deployment.env,
         capture_output=True,
         text=True,
-        check=True,
+        check=False,
     )
+    assert done.returncode == EXIT_NOT_READY, done.stdout + done.stderr  # no API: exit 3
     broker = json.loads(done.stdout)["broker"]
     assert isinstance(broker, dict) and broker["reachable"] is True
     assert broker["queue"] == deployment.queue

@@ -9,7 +9,7 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import examples.seed_tools  # noqa: F401  (the tools the served tokens are granted)
@@ -46,8 +46,9 @@ def embedded_env(home: Path) -> dict[str, str]:
     }
 
 
-@contextmanager
-def served(home: Path) -> Iterator[Served]:
+def prepare(home: Path) -> Served:
+    """The ledger in `home`, migrated, with its tokens; nothing served yet (`base_url` empty:
+    `serving(home, prepared.env)` serves it, as often as a test restarts it)."""
     env = embedded_env(home)
     (home / ".outcomes").mkdir(parents=True, exist_ok=True)
     ledger = open_ledger(env["OUTCOMES_DATABASE_URL"])
@@ -67,5 +68,11 @@ def served(home: Path) -> Iterator[Served]:
         revoke(ledger, authenticate(ledger, issued["revoked"]).token_id, actor="tests")
     finally:
         ledger.close()
-    with serving(home, env) as base:
-        yield Served(home, base, env, operator=operator, **issued)
+    return Served(home, "", env, operator=operator, **issued)
+
+
+@contextmanager
+def served(home: Path) -> Iterator[Served]:
+    prepared = prepare(home)
+    with serving(home, prepared.env) as base:
+        yield replace(prepared, base_url=base)

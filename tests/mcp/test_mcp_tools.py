@@ -6,20 +6,29 @@ and failed calls with the typed envelope; a call still running at its budget; pr
 from __future__ import annotations
 
 import tempfile
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2
+import jsonschema
 import mcp_types as types
 import pytest
 from mcp.client.session import ClientSession
 from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from ledger.persistence.open import open_store
+from ledger.services import jobs
+from ledger.services.ledger import Ledger
+from tests.cancelling import jobs_to_cancel
 from tests.mcp.clients import TRANSPORTS, connect, modern_client, stdio_params
 from tests.mcp.serving import READ_ISSUE, Served, served
+from tests.traces import CALLER_SPAN, CALLER_TRACE, TRACEPARENT
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -161,7 +170,9 @@ def test_a_token_limited_to_one_tool_sees_only_that_tool(ledger: Served, transpo
             return names, other
 
     names, other = anyio.run(main)
-    assert names == {READ_ISSUE.replace(".", "__"), "outcome_get", "outcome_list"}
+    # The ledger's own tools beside it (a cancel, like a read, is not a call of a tool).
+    ledger_tools = {"outcome_get", "outcome_list", "outcome_cancel"}
+    assert names == {READ_ISSUE.replace(".", "__")} | ledger_tools
     # Calling another one anyway is a recorded refusal, as POST /v1/jobs would record it.
     assert other.is_error
     assert structured(other)["error"]["code"] == "ACCESS_DENIED"
@@ -172,7 +183,7 @@ def test_an_operator_token_over_http_calls_no_tool(ledger: Served) -> None:
         async with connect(ledger, "http", ledger.operator) as session:
             return {tool.name for tool in (await session.list_tools()).tools}
 
-    assert anyio.run(main) == {"outcome_get", "outcome_list"}
+    assert anyio.run(main) == {"outcome_get", "outcome_list", "outcome_cancel"}
 
 
 @pytest.mark.parametrize("token", ["none", "revoked"])
@@ -271,3 +282,142 @@ def test_over_stdio_the_token_may_come_from_a_file(ledger: Served, tmp_path: Pat
             return {tool.name for tool in (await session.list_tools()).tools}
 
     assert "tracker__read_issue" in anyio.run(main)
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_start_deadline_is_an_option_of_the_call(ledger: Served, transport: str) -> None:
+    """`_start_within_s` is the submit's `start_within_s`: declared with its range and the
+    tool's own as default, recorded in the decision (a longer one capped by the tool's), and
+    refused outside its range, with nothing submitted."""
+
+    async def main() -> tuple[types.Tool, list[types.CallToolResult]]:
+        async with connect(ledger, transport, ledger.agent) as session:
+            tools = {tool.name: tool for tool in (await session.list_tools()).tools}
+            calls = [
+                await session.call_tool(
+                    "tracker__read_issue", {"issue_ref": "T-1", "_start_within_s": s}
+                )
+                for s in (30, 86400, 10**6, 0.5)
+            ]
+            return tools["tracker__read_issue"], calls
+
+    read, (short, capped, too_long, too_short) = anyio.run(main)
+    option = read.input_schema["properties"]["_start_within_s"]
+    assert (option["minimum"], option["maximum"], option["default"]) == (1.0, 604800.0, 600.0)
+    for answered in (short, capped):
+        assert not answered.is_error and structured(answered)["status"] == "succeeded"
+    for refused in (too_long, too_short):
+        assert refused.is_error and structured(refused)["error"]["code"] == "INPUT_INVALID"
+        assert "_start_within_s" in text(refused)
+    with Ledger(open_store(ledger.env["OUTCOMES_DATABASE_URL"])) as opened:
+        decided = [jobs.get(opened, structured(a)["job_id"]) for a in (short, capped)]
+    assert [view.start_within_s for view in decided] == [30, 600]  # the tool's caps the second
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_outcome_cancel_declines_a_queued_job_and_refuses_a_running_one(
+    ledger: Served, transport: str
+) -> None:
+    jobs_of = jobs_to_cancel(ledger.env["OUTCOMES_DATABASE_URL"], queued=2)
+    mine, theirs = jobs_of.queued
+
+    declared: dict[str, Any] = {}
+    cancel = "outcome_cancel"
+
+    async def main() -> dict[str, types.CallToolResult]:
+        async with connect(ledger, transport, ledger.agent) as session:
+            tools = {tool.name: tool for tool in (await session.list_tools()).tools}
+            declared.update(tools[cancel].output_schema or {})
+            answers = {
+                "first": await session.call_tool(cancel, {"job_id": mine, "reason": "not needed"}),
+                "again": await session.call_tool(cancel, {"job_id": mine}),
+                "running": await session.call_tool(cancel, {"job_id": jobs_of.running}),
+                "unknown": await session.call_tool(cancel, {"job_id": str(uuid.uuid4())}),
+                "long": await session.call_tool(cancel, {"job_id": mine, "reason": "x" * 501}),
+            }
+        # Other roles over HTTP only: each stdio session is a process to start.
+        async with connect(ledger, "http", ledger.operator) as session:
+            answers["operator"] = await session.call_tool(cancel, {"job_id": theirs})
+        async with connect(ledger, "http", jobs_of.auditor) as session:
+            answers["auditor"] = await session.call_tool(cancel, {"job_id": theirs})
+        return answers
+
+    answers = anyio.run(main)
+    first = structured(answers["first"])
+    assert not answers["first"].is_error
+    assert (first["status"], first["next_action"], first["recorded_by"]) == (
+        "declined",
+        "accept",
+        "api",
+    )
+    assert "not needed" in first["declined_reason"] and "declined" in text(answers["first"])
+    assert structured(answers["again"]) == first
+    running = answers["running"]
+    assert running.is_error and set(structured(running)) == {"error", "job"}
+    assert structured(running)["error"]["code"] == "NOT_CANCELLABLE"
+    assert structured(running)["job"]["status"] == "running"
+    assert text(running).startswith("NOT_CANCELLABLE: ") and "outcome_get" in text(running)
+    for name, code in (("unknown", "REFERENCE_UNRESOLVED"), ("long", "INPUT_INVALID")):
+        assert answers[name].is_error and set(structured(answers[name])) == {"error"}, name
+        assert structured(answers[name])["error"]["code"] == code, name
+    assert structured(answers["operator"])["status"] == "declined"
+    assert structured(answers["auditor"])["error"]["code"] == "ACCESS_DENIED"
+    for answer in answers.values():  # every shape is one the tool declares
+        jsonschema.validate(structured(answer), declared)
+
+
+OTHER_TRACE = "0af7651916cd43dd8448eb211c80319c"
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_calls_meta_traceparent_is_the_jobs_trace(ledger: Served, transport: str) -> None:
+    """MCP's SEP-414: W3C trace context in the request's `_meta` (the SDK's clients inject
+    it). The served ledger records no spans (no OTEL_*): its decision records the caller's."""
+    meta: Any = {"traceparent": TRACEPARENT, "tracestate": "k=v"}
+    malformed: Any = {"traceparent": "00-zz-zz-01"}
+
+    async def main() -> list[types.CallToolResult]:
+        async with connect(ledger, transport, ledger.agent) as session:
+            args = {"issue_ref": "T-1"}
+            return [
+                await session.call_tool("tracker__read_issue", args, meta=meta),
+                await session.call_tool("tracker__read_issue", args, meta=malformed),
+            ]
+
+    traced, ignored = anyio.run(main)
+    assert not ignored.is_error and structured(ignored)["status"] == "succeeded"
+    with Ledger(open_store(ledger.env["OUTCOMES_DATABASE_URL"])) as opened:
+        views = [jobs.get(opened, structured(a)["job_id"]) for a in (traced, ignored)]
+    assert views[0].trace is not None and views[1].trace is None
+    assert (views[0].trace.trace_id, views[0].trace.parent_span_id, views[0].trace.state) == (
+        CALLER_TRACE,
+        CALLER_SPAN,
+        "k=v",
+    )
+
+
+def test_over_http_the_traceparent_header_counts_and_meta_wins(ledger: Served) -> None:
+    header = f"00-{OTHER_TRACE}-{CALLER_SPAN}-01"
+
+    async def main() -> list[types.CallToolResult]:
+        headers = {"Authorization": f"Bearer {ledger.agent}", "traceparent": header}
+        async with (
+            httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=120)) as http,
+            streamable_http_client(ledger.base_url + "/mcp", http_client=http) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            args = {"issue_ref": "T-1"}
+            return [
+                await session.call_tool("tracker__read_issue", args),
+                await session.call_tool("tracker__read_issue", args, meta=_meta(TRACEPARENT)),
+            ]
+
+    by_header, by_meta = anyio.run(main)
+    with Ledger(open_store(ledger.env["OUTCOMES_DATABASE_URL"])) as opened:
+        views = [jobs.get(opened, structured(a)["job_id"]) for a in (by_header, by_meta)]
+    assert [v.trace.trace_id if v.trace else None for v in views] == [OTHER_TRACE, CALLER_TRACE]
+
+
+def _meta(traceparent: str) -> Any:
+    return {"traceparent": traceparent}

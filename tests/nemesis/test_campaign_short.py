@@ -17,6 +17,13 @@ def test_a_short_campaign_breaks_no_promise(tmp_path: Path) -> None:
     verdict, info = result.verdict, result.info
     assert info["fixed_point"], "the reconciler did not reach a fixed point"
     assert info["fault_errors"] == []
-    assert verdict.faults >= 8 and verdict.accepted >= 200
+    # Work for the faults to meet: the workload kept the rate it was set (half the maximum
+    # this machine measured just before). No count proportional to the machine's speed: a
+    # loaded machine (make test runs three files at once) measures a far smaller maximum
+    # (1.7 to 4.2 jobs/s and 17 to 61 submissions were seen in CI, all clean; 300 and more
+    # alone). The long campaigns (`make chaos`) are where volume is judged.
+    assert verdict.faults >= 8
+    assert info["achieved_rate"] >= 0.8 * info["rate"], info
+    assert info["submitted"] >= 10, info
     assert len(info["faults_by_kind"]) >= 6, info["faults_by_kind"]
     assert verdict.clean, [c for c in verdict.cases if c.category != "explained_silence"]

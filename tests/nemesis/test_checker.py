@@ -267,3 +267,51 @@ def test_time_to_truth_runs_from_the_fault_to_the_last_open_job_closed() -> None
     h.event("job-a", "work.succeeded", 7.0, attempt=1)
     found = time_to_truth(jobs_of(h.events), [{"kind": "pg_restart", "started": T0 + 2.0}])
     assert found == {"pg_restart": {"faults": 1, "median_s": 5.0, "max_s": 5.0}}
+
+
+def never_started(h: History, job: str, at: float) -> None:
+    h.event(f"job-{job}", "job.outcome_missing", at, attempt=0, cause="never_started")
+
+
+def test_never_started_before_the_callers_deadline_is_counted() -> None:
+    h = clean_history()
+    h.event("job-early", "job.accepted", 0.0, tool="t", start_within_s=10)
+    never_started(h, "early", 5.0)  # late told as lost
+    h.event("job-on-time", "job.accepted", 0.0, tool="t", start_within_s=10)
+    never_started(h, "on-time", 10.5)
+    h.event("job-legacy", "job.accepted", 0.0, tool="t")  # no deadline recorded: not judged
+    never_started(h, "legacy", 1.0)
+    h.event("job-retry", "job.accepted", 0.0, tool="t", start_within_s=10)
+    h.event("job-retry", "work.started", 1.0, attempt=1)
+    h.act("retry", 1, "begin", 1.1)
+    h.act("retry", 1, "done", 1.2, outcome="failed")
+    due = datetime.fromtimestamp(T0 + 20.0, UTC).isoformat()
+    h.event("job-retry", "work.retry_scheduled", 1.3, attempt=1, due_at=due)
+    never_started(h, "retry", 25.0)  # 5 s after the retry was due: before its deadline
+    verdict = h.verdict()
+    assert verdict.counts["closed_before_deadline"] == 2
+    named = {c.job for c in verdict.cases if c.category == "closed_before_deadline"}
+    assert named == {"early", "retry"}
+    assert not verdict.clean
+    row = next(r for r in table(verdict) if r[0] == "closed_before_deadline")
+    assert row[1:] == ("2", "0", "FAIL")
+
+
+def test_redispatches_are_counted_per_accepted_job_and_bounded() -> None:
+    h = clean_history()
+    assert h.verdict().redispatched == 0
+    h.event("job-a", "job.redispatched", 0.5, dispatch=2, reason="r", evidence="queue_lost")
+    verdict = h.verdict()
+    assert (verdict.redispatched, verdict.redispatched_by) == (1, {"queue_lost": 1})
+    assert verdict.redispatch_share == 0.5  # one of the two accepted jobs
+    assert not verdict.clean
+    row = next(r for r in table(verdict) if r[0] == "re-dispatched")
+    assert row[2:] == ("<= 1%", "FAIL") and row[1].startswith("1 (50.00% of accepted")
+    body = verdict.to_json()
+    assert body["redispatched"] == 1 and body["redispatch_share"] == 0.5
+    many = clean_history()
+    for i in range(200):  # 1 re-dispatch among 202 accepted jobs: within the bound
+        many.accepted(f"x{i}")
+        many.ran(f"x{i}")
+    many.event("job-x0", "job.redispatched", 0.5, dispatch=2, reason="r", evidence="queue_lost")
+    assert many.verdict().clean

@@ -18,7 +18,7 @@ from api.app import create_app
 from ledger.access import hash_token, new_token, token_stream
 from ledger.events import NewEvent, TokenCreated
 from ledger.persistence.appends import NO_STREAM
-from ledger.persistence.store import SqlStore
+from ledger.persistence.sql_store import SqlStore
 from ledger.services.ledger import Ledger
 from ledger.services.tokens import create as create_token
 from tests.tools import ECHO  # importing tests.tools registers the tools the tests submit to
@@ -32,6 +32,15 @@ class RecordingDispatcher:
     def dispatch(self, job_id: str, delay_s: float = 0.0) -> None:
         with self._lock:
             self.job_ids.append(job_id)
+
+
+def published(client: TestClient, dispatcher: RecordingDispatcher) -> list[str]:
+    """What the app's outbox handed to the dispatcher, once it has published everything
+    submitted so far (it publishes on threads of its own, after the answer)."""
+    outbox = client.app.state.api.outbox  # type: ignore[attr-defined]
+    # Generous: a loaded CI machine has starved these threads for seconds.
+    assert outbox.flush(timeout_s=30), f"the outbox did not publish in time: {outbox.pending()}"
+    return list(dispatcher.job_ids)
 
 
 @dataclass(frozen=True)

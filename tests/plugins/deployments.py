@@ -37,12 +37,13 @@ from ledger.errors import StorageUnavailableError
 from ledger.events import RecordedEvent, job_stream
 from ledger.job_view import JobView
 from ledger.persistence.schema import events, jobs
-from ledger.persistence.store import SqlStore
+from ledger.persistence.sql_store import SqlStore
 from ledger.services.ledger import Ledger
 from ledger.services.submit import submit
 from ledger.settings import load_settings
 from tests.databases import IN_CI, as_role
 from tests.factories import open_sql
+from tests.plugins.ledgers import SECRETS_KEY
 from workers.app import make_celery
 from workers.dispatch import CeleryDispatcher
 
@@ -198,9 +199,17 @@ class Deployment:
         return "\n".join(worker.log() for worker in self.workers)
 
     def submit(
-        self, tool: str, args: dict[str, object], caller: Caller = AGENT, dispatch: bool = True
+        self,
+        tool: str,
+        args: dict[str, object],
+        caller: Caller = AGENT,
+        dispatch: bool = True,
+        start_within_s: float | None = None,
     ) -> JobView:
-        request = JobRequest(tool=tool, args=args)
+        """Decide (and, with `dispatch`, publish and record the broker's confirmation, in this
+        thread); without `dispatch`, the job is left as a process that died after its commit
+        leaves it: for the reconciler's relay."""
+        request = JobRequest(tool=tool, args=args, start_within_s=start_within_s)
         dispatcher = self.dispatcher if dispatch else None
         return submit(Ledger(self.store), caller, request, dispatcher).view
 
@@ -221,6 +230,7 @@ def _environment(
         "OUTCOMES_QUEUE": queue,
         "OUTCOMES_TOOLS": TOOL_MODULES,
         "OUTCOMES_SIDE_EFFECTS_FILE": str(side_effects),
+        "OUTCOMES_SECRETS_KEY": SECRETS_KEY,  # the API in the test process seals with it
         "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), *filter(None, [env.get("PYTHONPATH")])]),
     }
     if broker_url is not None:

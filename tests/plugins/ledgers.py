@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,7 +12,7 @@ from ledger.persistence import migrate
 from ledger.persistence.base import Store
 from ledger.persistence.engine import make_engine
 from ledger.persistence.memory import MemoryStore
-from ledger.persistence.store import SqlStore
+from ledger.persistence.sql_store import SqlStore
 from ledger.services.ledger import Ledger
 from tests.databases import (
     APP_ROLE,
@@ -22,6 +23,12 @@ from tests.databases import (
     require_postgres,
     unique_name,
 )
+
+# The key every ledger of the test process seals declared secrets with (a PostgreSQL ledger has
+# none of its own); the processes the tests start get it through their environment, except on
+# embedded defaults, where they use the key file beside the ledger (ledger/keyring.py).
+SECRETS_KEY = "tests1:" + "dGVzdHMtb25seS1rZXktLS0tLS0tLS0tLS0tLS0tLS0"
+os.environ.setdefault("OUTCOMES_SECRETS_KEY", SECRETS_KEY)
 
 BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 STORES = ["memory", *BACKENDS]

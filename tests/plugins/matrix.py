@@ -33,7 +33,7 @@ from sqlalchemy.engine import make_url
 from api.server import BackgroundServer
 from ledger.dispatch import Dispatcher
 from ledger.persistence.schema import jobs
-from ledger.persistence.store import SqlStore
+from ledger.persistence.sql_store import SqlStore
 from ledger.reconcile_rules import ReconcilePolicy
 from ledger.services.ledger import Ledger
 from tests.databases import IN_CI, PG_ADMIN_DSN
@@ -282,6 +282,7 @@ APP_GRANTS = (
     "GRANT SELECT, INSERT ON events TO {role}",
     "GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO {role}",
     "GRANT SELECT, INSERT, UPDATE, DELETE ON jobs, brakes, tokens, leases TO {role}",
+    "GRANT SELECT, INSERT, UPDATE, DELETE ON dispatches, queue_epochs TO {role}",
     "GRANT SELECT ON ledger_meta TO {role}",
 )
 

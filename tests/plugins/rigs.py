@@ -27,7 +27,7 @@ import tests.tools  # noqa: F401  (registers the test tools in this process too)
 from ledger.dispatch import Dispatcher
 from ledger.job_view import JobView
 from ledger.persistence.schema import jobs
-from ledger.persistence.store import SqlStore
+from ledger.persistence.sql_store import SqlStore
 from ledger.reconcile_rules import ReconcilePolicy
 from ledger.services.ledger import Ledger
 from ledger.services.reconcile import reconcile_once

@@ -35,7 +35,7 @@ from ledger.events import (
 )
 from ledger.persistence.engine import make_engine
 from ledger.persistence.schema import events
-from ledger.persistence.store import SqlStore
+from ledger.persistence.sql_store import SqlStore
 from tests.factories import digest_of, verify_store
 
 # --- a realistic ledger -----------------------------------------------------------------------

@@ -18,7 +18,7 @@ from datetime import UTC, datetime, timedelta
 
 from ledger.dispatch import Dispatcher
 from ledger.events import TERMINAL_EVENT_TYPES, job_id_of
-from ledger.persistence.store import SqlStore
+from ledger.persistence.sql_store import SqlStore
 from ledger.reconcile_rules import ReconcilePolicy
 from ledger.services.ledger import Ledger
 from ledger.services.reconcile import reconcile_once
@@ -65,7 +65,7 @@ def settle(
 ) -> int:
     """Run the reconciler until every job is terminal (a fixed point) or the time is up.
 
-    Passes use the real clock: leases and dispatch deadlines must really run out. Returns the
+    Passes use the real clock: leases and start deadlines must really run out. Returns the
     number of findings recorded on the way."""
     deadline = time.monotonic() + timeout_s
     recorded = 0
@@ -133,9 +133,10 @@ def check(
     return counters
 
 
-def fast_policy(dispatch_timeout_s: float = 2.0, max_dispatches: int = 3) -> ReconcilePolicy:
-    """Short deadlines so scenarios settle in seconds, not minutes."""
-    return ReconcilePolicy(dispatch_timeout_s=dispatch_timeout_s, max_dispatches=max_dispatches)
+def fast_policy(relay_after_s: float = 1.0, rejected_backoff_s: float = 0.5) -> ReconcilePolicy:
+    """Short delays so scenarios settle in seconds, not minutes (a job's start deadline is its
+    own: scenarios that must see jobs closed submit them with a short `start_within_s`)."""
+    return ReconcilePolicy(relay_after_s=relay_after_s, rejected_backoff_s=rejected_backoff_s)
 
 
 def utc_now_plus(seconds: float) -> datetime:

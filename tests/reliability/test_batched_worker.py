@@ -66,7 +66,9 @@ def test_killed_between_the_batch_claim_and_the_acks(rig: Rig) -> None:
 def test_a_warm_shutdown_records_and_acks_the_running_batch(rig: Rig) -> None:
     dep, store = rig.dep, rig.store
     (worker,) = dep.start_workers(count=1, concurrency=3)
-    jobs = [dep.submit(SLOW, {"seconds": 2}).job_id for _ in range(3)]
+    # Long enough to outlast `celery inspect`'s own start-up (seconds on a loaded machine):
+    # asked after the tools have returned, the worker has no active task left to show.
+    jobs = [dep.submit(SLOW, {"seconds": 10}).job_id for _ in range(3)]
     wait_until(lambda: len(rig.effects()) == 3, 30, "all three tools to spend")
     # Celery's own tools see the batched jobs as the worker's active tasks.
     node = f"outcomes-{worker.process.pid}@{socket.gethostname()}"

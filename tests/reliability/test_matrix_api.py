@@ -3,8 +3,8 @@
 12. Races through the real API (two uvicorn servers on one Postgres ledger, like two API
     processes): 100 concurrent submits against a quota of 10 accept exactly 10; 20 concurrent
     submits with one idempotency key record exactly one job.
-13. Oversized and deeply nested bodies: 413 and 422 problem+json, never a 5xx, and the server's
-    memory stays flat.
+13. Oversized and deeply nested bodies: 413, 400 (not JSON) and 422 (too deep, too large a
+    number) problem+json, never a 5xx, and the server's memory stays flat.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from sqlalchemy import func, select
 
 import tests.tools  # noqa: F401  (the API accepts jobs for these tools)
 from ledger.persistence.schema import jobs
-from ledger.persistence.store import SqlStore
+from ledger.persistence.sql_store import SqlStore
 from ledger.services.execute import Executor
 from ledger.services.ledger import Ledger
 from ledger.services.tokens import create as create_token
@@ -160,8 +160,8 @@ def hostile_bodies() -> dict[str, tuple[bytes, int]]:
         "40k nested objects": (b'{"a":' * 40_000 + b"1" + b"}" * 40_000, 422),
         "nested in args": (TOOL + b"[" * 20_000 + b"]" * 20_000 + b"}", 422),
         "33 levels": (TOOL + b'{"note":' + b"[" * 31 + b"]" * 31 + b"}}", 422),
-        "unclosed": (TOOL + b'{"note":"' + b"x" * 200_000, 422),
-        "not json": (bytes(range(256)) * 800, 422),
+        "unclosed": (TOOL + b'{"note":"' + b"x" * 200_000, 400),  # not well-formed JSON: 400
+        "not json": (bytes(range(256)) * 800, 400),
         "huge number": (TOOL + b'{"seconds":1' + b"0" * 200_000 + b"}}", 422),
     }
 

@@ -21,7 +21,7 @@ from ledger.brake_view import BrakeView
 from ledger.codes import Code, Status
 from ledger.decisions import JobRequest
 from ledger.job_view import JobView, envelope
-from ledger.persistence.store import SqlStore
+from ledger.persistence.sql_store import SqlStore
 from ledger.services.brakes import active as list_active
 from ledger.services.brakes import pull, release
 from ledger.services.execute import Executor
@@ -48,7 +48,6 @@ from tests.plugins.matrix import (
     verdict,
     wait_for,
 )
-from tests.reliability.checker import fast_policy
 from tests.tools import MARKS_ENV
 
 RABBIT = deployments("rabbitmq/postgres")
@@ -172,16 +171,18 @@ def test_brake_state_unreadable_fails_closed(deployment: Deployment) -> None:
                 dep.submit("matrix.charge" if i % 2 else "matrix.read", {"note": str(i)}).job_id
                 for i in range(10)
             ]
+
+            def rejected() -> int:
+                with dep.store.reading() as reads:
+                    states = [reads.dispatch_state(job_id) for job_id in ids]
+                return sum(1 for state in states if state is not None and state.rejected)
+
             wait_for(
-                lambda: (
-                    dep.worker_logs().count(
-                        "permission denied for function outcomes_brakes_holding"
-                    )
-                    >= 10
-                ),
+                lambda: rejected() == len(ids),
                 60,
-                "every delivery to fail on the unreadable brake state",
+                "every delivery to fail on the unreadable brake state, reported as rejected",
             )
+            assert DENIED in dep.worker_logs()
             assert count_events(dep.store, "work.started") == 0  # fail closed: nothing started
             views = load_views(dep.store, ids)
             assert {v.status for v in views.values()} == {Status.QUEUED}
@@ -189,10 +190,9 @@ def test_brake_state_unreadable_fails_closed(deployment: Deployment) -> None:
 
             granted_at = dep.store.last_position()
             admin(dep.database_url, f"GRANT EXECUTE ON FUNCTION {BRAKE_READ} TO {role}")
-            # The reconciler re-dispatches the jobs that never started; now they run.
-            counters = deployment_verdict(
-                dep, "7c brake state unreadable (fail closed)", policy=fast_policy(max_dispatches=5)
-            )
+            # Each worker reported the delivery it could not claim: on that evidence the
+            # reconciler sends the jobs again; now they run.
+            counters = deployment_verdict(dep, "7c brake state unreadable (fail closed)")
         finally:
             dep.stop_workers()
 
@@ -200,6 +200,13 @@ def test_brake_state_unreadable_fails_closed(deployment: Deployment) -> None:
     assert {v.status for v in done.values()} == {Status.SUCCEEDED}
     started = events_of_type(dep.store, "work.started")
     assert len(started) == 10 and min(e.position for e in started) > granted_at
+    for job_id in ids:
+        again = [
+            e.data.get("evidence")
+            for e in dep.store.read_stream(f"job-{job_id}")
+            if e.type == "job.redispatched"
+        ]
+        assert again and set(again) == {"worker_rejected"}, again
     assert Counter(dep.side_effect_jobs()) == Counter(ids)
     assert counters.by_status == {"work.succeeded": 10}
 

@@ -32,7 +32,7 @@ from ledger.events import job_stream
 from ledger.outcomes import Succeeded
 from ledger.persistence.appends import JobAppend, JobAppended
 from ledger.persistence.base import Reads
-from ledger.persistence.store import SqlStore, SqlWrites
+from ledger.persistence.sql_store import SqlStore, SqlWrites
 from ledger.services.execute import Executor
 from ledger.services.ledger import Ledger
 from ledger.services.submit import submit
@@ -298,7 +298,7 @@ def test_an_outage_longer_than_the_write_budget_is_surfaced_never_rerun(
         ledger.down.clear()
         again = executor.execute(job_id)  # a redelivery, should one come: never a second run
         assert again.claim is work.ClaimResult.SKIPPED
-        settle(real, None, fast_policy(dispatch_timeout_s=1.0), timeout_s=30)
+        settle(real, None, fast_policy(), timeout_s=30)
         view = get_job(real, job_id)
         assert view is not None and view.error is not None
         assert (view.status, view.code, view.error.cause, view.next_action) == (

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from ledger.access import hash_token, token_stream
@@ -16,6 +18,7 @@ from ledger.errors import (
     TokenError,
 )
 from ledger.events import NewEvent, TokenCreated
+from ledger.job_view import envelope
 from ledger.outcomes import Succeeded
 from ledger.persistence.appends import NO_STREAM
 from ledger.queries import EventFilter
@@ -24,6 +27,7 @@ from ledger.services.execute import Executor
 from ledger.services.ledger import Ledger
 from ledger.services.submit import submit
 from ledger.tools import ToolContext, tool
+from mcp_server.answers import error_result, paragraph
 from tests.tools import ECHO, EchoArgs
 
 
@@ -60,6 +64,42 @@ def test_a_bad_scope_is_refused(memory_ledger: Ledger, scope: str, reason: str) 
     with pytest.raises(RequestError):
         brakes.pull(memory_ledger, "global", "  ", "olga")
     assert brakes.active(memory_ledger) == []
+
+
+@pytest.mark.parametrize(
+    ("reason", "said"),
+    [
+        ("runaway spend", "runaway spend."),
+        ("runaway spend.", "runaway spend."),
+        ("stop now!", "stop now!"),
+        ("paging on-call:  ", "paging on-call."),
+        ("see T-1 (billing)", "see T-1 (billing)."),
+    ],
+)
+def test_a_brake_refusal_ends_its_reason_before_the_fix(
+    memory_ledger: Ledger, reason: str, said: str
+) -> None:
+    brake = brakes.pull(memory_ledger, f"tool:{ECHO}", reason, "olga")
+    view = submit(memory_ledger, Caller("acme", "tok"), JobRequest(ECHO, {"text": "x"})).view
+    assert view.error is not None and view.error.code is Code.BRAKE_ENGAGED
+    assert view.error.message == f"An operator stopped this work: {said}"
+    # What MCP says: the reason, then the fix, each its own sentence.
+    text = paragraph(envelope(view), 0.0)
+    fix = f"wait until an operator releases brake {brake.brake_id} (tool:{ECHO})"
+    assert f"BRAKE_ENGAGED: An operator stopped this work: {said} Fix: {fix}. Next" in text
+    assert not re.search(r"[\w)] Fix", text) and not re.search(r"[\w)]Fix", text)
+    assert ".." not in text
+    assert error_result(view.error).content[0].text.endswith(f"{said} Fix: {fix}.")
+
+
+@pytest.mark.parametrize("account", ["acme\n", "acme\u202e", "ac\u200bme", "acme\x85"])
+def test_an_account_that_would_show_as_another_is_refused(
+    memory_ledger: Ledger, account: str
+) -> None:
+    tokens.create(memory_ledger, "acme", "agent", None, "t")
+    with pytest.raises(TokenError, match=r"must match .*U\+[0-9A-F]{4}"):
+        tokens.create(memory_ledger, account, "agent", None, "t")
+    assert [t.account for t in tokens.list_all(memory_ledger)] == ["acme"]
 
 
 def test_tokens_are_stored_hashed_and_checked_one_way(memory_ledger: Ledger) -> None:
@@ -155,7 +195,8 @@ def test_failure_detail_is_for_operators_and_auditors_only(memory_ledger: Ledger
     )
     shown = jobs.events(memory_ledger, job_id, agent)
     assert [e["type"] for e in shown] == ["job.accepted", "work.started", "work.failed"]
-    assert shown[0]["data"]["args"] == {"text": "(redacted)"}
+    # The agent's own arguments: no declared secret among them (contract §3).
+    assert shown[0]["data"]["args"] == {"text": "x"}
     # No global position (the ledger's volume), no worker identity, no raw detail.
     assert set(shown[0]) == {"stream_version", "type", "code", "recorded_at", "data"}
     assert [e["stream_version"] for e in shown] == [1, 2, 3]

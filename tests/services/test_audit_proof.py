@@ -1,5 +1,6 @@
 """`services.audit.verify_all` on the memory store: the read models rebuilt in memory from the
-events and compared with the stored ones (the SQL backends: tests/test_read_model_proof.py)."""
+events and compared with the stored ones (the SQL backends:
+tests/persistence/test_read_model_proof.py)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,12 @@ def test_an_untouched_memory_ledger_verifies_and_an_edited_view_does_not() -> No
     stream = fresh_job_stream()
     store.append(stream, [accepted(), started(), succeeded(charge_id="ch_1")], NO_STREAM)
     found = verify_all(Ledger(store))
-    assert found.ok and found.read_models.rows_checked == {"jobs": 1, "brakes": 0, "tokens": 0}
+    assert found.ok and found.read_models.rows_checked == {
+        "jobs": 1,
+        "brakes": 0,
+        "tokens": 0,
+        "webhooks": 0,
+    }
 
     job_id = stream.removeprefix("job-")
     view = store.state.jobs[job_id]

@@ -52,6 +52,12 @@ class Told:
     def outcome_unrecorded(self, tool: str) -> None:
         self.calls.append(("outcome_unrecorded", tool))
 
+    def submit_rate_limited(self) -> None:
+        self.calls.append(("submit_rate_limited", None))
+
+    def claim_deferred(self) -> None:
+        self.calls.append(("claim_deferred", None))
+
     def of(self, kind: str) -> list[Any]:
         return [value for name, value in self.calls if name == kind]
 
@@ -92,7 +98,7 @@ def test_one_json_line_per_decision_outcome_finding_and_brake_change(
     brakes.release(memory_ledger, brake.brake_id, "understood", "ops-bob")
     silent = submit(memory_ledger, AGENT, JobRequest(RECONCILE_READS, {})).view
     later = datetime.now(UTC) + timedelta(hours=1)
-    reconcile_once(memory_ledger, None, ReconcilePolicy(10, max_dispatches=1), at=later)
+    reconcile_once(memory_ledger, None, ReconcilePolicy(), at=later)
 
     found = lines(caplog)
     assert [line["event"] for line in found] == [

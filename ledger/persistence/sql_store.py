@@ -1,0 +1,356 @@
+"""The SQL event store (Postgres and SQLite): append with an expected version, read, tail.
+
+Positions become visible in commit order, not insert order. A reader tailing "after position
+N" would skip a lower position that commits after a higher one, so every appending
+transaction on Postgres takes one transaction-level advisory lock just before it reads the
+head and holds it to commit: positions are handed out in commit order. SQLite writers are
+serialized by BEGIN IMMEDIATE to the same effect. Read models are updated inside the same
+transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+from sqlalchemy import (
+    Connection,
+    Engine,
+    bindparam,
+    delete,
+    insert,
+    select,
+    text,
+    tuple_,
+    update,
+)
+from sqlalchemy.dialects import postgresql, sqlite
+
+from ledger.chain import event_rows, link_rows
+from ledger.clock import now
+from ledger.errors import ConcurrencyError, SchemaMissingError
+from ledger.events import NewEvent, RecordedEvent
+from ledger.persistence import job_batch, privileges
+from ledger.persistence.appends import Appended, JobAppend, JobAppended
+from ledger.persistence.base import (
+    Listener,
+    OnConnect,
+    OnJobs,
+    Progress,
+    Reads,
+    Store,
+    Writes,
+    counted,
+)
+from ledger.persistence.engine import READ_ONLY
+from ledger.persistence.errors import translated
+from ledger.persistence.locks import lock
+from ledger.persistence.projections import Projection, default_projections, rebuild
+from ledger.persistence.schema import REQUEST_KEY, events, leases, ledger_meta
+from ledger.persistence.sql_fairness import take_submit_token
+from ledger.persistence.sql_outbox import SqlOutboxWrites
+from ledger.persistence.sql_reads import SqlReads
+from ledger.persistence.sql_rows import PAGE, row_to_event
+from ledger.persistence.sql_webhooks import SqlWebhookWrites
+from ledger.privileges import ConnectedRole
+
+if TYPE_CHECKING:
+    from ledger.persistence.sql_rows import RowT
+
+# pg_advisory_xact_lock key for appends ("outc" "appd").
+APPEND_LOCK_KEY = 0x6F757463_61707064 & 0x7FFFFFFFFFFFFFFF
+
+_HEAD = (
+    select(events.c.stream_version, events.c.hash)
+    .where(events.c.stream_id == bindparam("stream_id"))
+    .order_by(events.c.stream_version.desc())
+    .limit(1)
+)
+_INSERT = insert(events).returning(
+    events.c.position, events.c.ledger_hash, sort_by_parameter_order=True
+)
+_LAST_LEDGER_HASH = select(events.c.ledger_hash).order_by(events.c.position.desc()).limit(1)
+_LOCK = text("SELECT pg_advisory_xact_lock(:k)")
+_RENEW = (
+    update(leases)
+    .where(tuple_(leases.c.job_id, leases.c.attempt).in_(bindparam("held", expanding=True)))
+    .values(expires_at=bindparam("expires_at"))
+    .returning(leases.c.job_id, leases.c.attempt)
+)
+_DROP = delete(leases).where(
+    leases.c.job_id == bindparam("job_id"), leases.c.attempt == bindparam("attempt")
+)
+
+
+def _call_batch(conn: Any, body: str) -> Any:
+    """One `outcomes_append_jobs` call on a psycopg connection (a prepared statement): the
+    server's answer."""
+    assert isinstance(conn, psycopg.Connection)
+    with translated():
+        row = conn.execute(job_batch.CALL, (body,)).fetchone()
+    assert row is not None
+    return row[0]
+
+
+def _lease_upsert(dialect: str) -> Any:
+    """INSERT … ON CONFLICT (job_id) DO UPDATE: a new attempt replaces a lingering lease."""
+    builder = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    stmt = builder(leases)
+    columns = {c: stmt.excluded[c] for c in ("attempt", "worker", "expires_at")}
+    return stmt.on_conflict_do_update(index_elements=[leases.c.job_id], set_=columns)
+
+
+def _pages(read: Callable[[int, int], Sequence[RowT]], batch: int) -> Iterator[RowT]:
+    """Every event row in position order, one keyset page at a time (constant memory)."""
+    after = 0
+    while rows := read(after, batch):
+        yield from rows
+        after = rows[-1].position
+
+
+class SqlWrites(SqlReads, SqlOutboxWrites, SqlWebhookWrites, Writes):
+    """One database transaction in which several streams may be read and appended to."""
+
+    def __init__(self, conn: Connection, projections: Sequence[Projection], upsert: Any) -> None:
+        super().__init__(conn)
+        self._projections = projections
+        self._lease_upsert = upsert
+        self._locked = False
+        self._postgres = conn.dialect.name == "postgresql"
+
+    def append(
+        self,
+        stream_id: str,
+        new_events: Sequence[NewEvent],
+        expected_version: int | None = None,
+    ) -> Appended:
+        if not new_events:
+            return Appended([], None)
+        # Lock first: then the head read sees every append committed before ours.
+        self.lock_positions()
+        with translated(stream_id=stream_id):
+            row = self.conn.execute(_HEAD, {"stream_id": stream_id}).first()
+        version, prev_hash = (row.stream_version, row.hash) if row else (0, None)
+        if expected_version is not None and expected_version != version:
+            raise ConcurrencyError(stream_id, expected_version, version)
+        rows = event_rows(stream_id, new_events, version, prev_hash, now())
+        if not self._postgres:  # Postgres links them in a trigger, whoever inserts
+            with translated(stream_id=stream_id):
+                link_rows(self.conn.execute(_LAST_LEDGER_HASH).scalar(), rows)
+        with translated(stream_id=stream_id, event_id=str(new_events[0].event_id)):
+            # One row: a plain execute (an executemany costs more for a single row).
+            result = self.conn.execute(_INSERT, rows[0] if len(rows) == 1 else rows)
+            recorded = [
+                RecordedEvent(**(row | {"position": r.position, "ledger_hash": r.ledger_hash}))
+                for r, row in zip(result, rows, strict=True)
+            ]
+            view = None
+            for projection in self._projections:
+                if projection.handles(recorded[0].type):
+                    view = projection.apply(self.conn, recorded) or view
+        return Appended(recorded, view)
+
+    def append_jobs(self, items: Sequence[JobAppend]) -> list[JobAppended]:
+        """On Postgres, one statement for the whole batch (`outcomes_append_jobs`)."""
+        if not self._postgres or not all(job_batch.fast(item) for item in items):
+            return super().append_jobs(items)
+
+        # On the transaction's own psycopg connection: SQLAlchemy's statement work would be
+        # client time spent holding the append lock, which the call took.
+        driver = self.conn.connection.driver_connection
+        return job_batch.run(items, now(), lambda body: _call_batch(driver, body))
+
+    @contextmanager
+    def isolated(self) -> Iterator[None]:
+        with self.conn.begin_nested():
+            yield
+
+    def lock(self, *key: str, shared: bool = False) -> None:
+        lock(self.conn, key, shared=shared)
+
+    def lock_positions(self) -> None:
+        """Hold the append lock to commit: no other append gets a position meanwhile."""
+        if self._postgres and not self._locked:
+            self.conn.execute(_LOCK, {"k": APPEND_LOCK_KEY})
+            self._locked = True
+
+    def start_lease(self, job_id: str, attempt: int, worker: str, expires_at: datetime) -> None:
+        values = {"job_id": job_id, "attempt": attempt, "worker": worker, "expires_at": expires_at}
+        self.conn.execute(self._lease_upsert, values)
+
+    def renew_leases(self, held: Sequence[tuple[str, int]], expires_at: datetime) -> list[bool]:
+        if not held:
+            return []
+        pairs = list(dict.fromkeys(held))
+        result = self.conn.execute(_RENEW, {"held": pairs, "expires_at": expires_at})
+        renewed = {(row.job_id, row.attempt) for row in result}
+        return [pair in renewed for pair in held]
+
+    def drop_lease(self, job_id: str, attempt: int) -> None:
+        self.conn.execute(_DROP, {"job_id": job_id, "attempt": attempt})
+
+    def iter_events(self, batch: int = 5000) -> Iterator[RecordedEvent]:
+        """Every event in position order, keyset-paged, inside this transaction."""
+
+        def read(after: int, limit: int) -> Sequence[RowT]:
+            with translated():
+                return self.conn.execute(PAGE, {"after": after, "limit": limit}).all()
+
+        return (row_to_event(row) for row in _pages(read, batch))
+
+
+class SqlStore(Store):
+    def __init__(self, engine: Engine, projections: Sequence[Projection] | None = None) -> None:
+        self.engine = engine
+        self.dialect = engine.dialect.name
+        self.projections = list(default_projections() if projections is None else projections)
+        self._lease_upsert = _lease_upsert(self.dialect)
+
+    @contextmanager
+    def transaction(self) -> Iterator[SqlWrites]:
+        with translated(), self.engine.begin() as conn:
+            yield SqlWrites(conn, self.projections, self._lease_upsert)
+
+    @contextmanager
+    def connection(self) -> Iterator[Connection]:
+        """A raw read-only connection in a transaction (tests and benchmarks inspect tables)."""
+        with translated(), self.engine.connect() as conn:
+            conn = conn.execution_options(**{READ_ONLY: True})
+            with conn.begin():
+                yield conn
+
+    @contextmanager
+    def reading(self) -> Iterator[Reads]:
+        with self.connection() as conn, translated():
+            yield SqlReads(conn)
+
+    @contextmanager
+    def snapshot(self) -> Iterator[Reads]:
+        """On Postgres one REPEATABLE READ transaction: every statement sees the moment of the
+        first. SQLite's read transaction (WAL) already keeps the snapshot of its first read."""
+        if self.dialect != "postgresql":
+            with self.reading() as reads:
+                yield reads
+            return
+        with translated(), self.engine.connect() as conn:
+            conn = conn.execution_options(
+                isolation_level="REPEATABLE READ", postgresql_readonly=True
+            )
+            with conn.begin():
+                yield SqlReads(conn)
+
+    @contextmanager
+    def quick_read(self) -> Iterator[Reads]:
+        """On Postgres one statement runs in autocommit: it is atomic on its own, and the
+        BEGIN and COMMIT round trips of a read transaction would triple what the hot reads
+        cost. SQLite reads stay in a read transaction (local: no round trips to save)."""
+        if self.dialect != "postgresql":
+            with self.reading() as reads:
+                yield reads
+            return
+        with translated(), self.engine.connect() as conn:
+            yield SqlReads(conn.execution_options(isolation_level="AUTOCOMMIT"))
+
+    def read_after(self, position: int, limit: int = 1000) -> list[RecordedEvent]:
+        return [row_to_event(row) for row in self._read_page(position, limit)]
+
+    def _read_page(self, after: int, limit: int) -> Sequence[RowT]:
+        with self.connection() as conn, translated():
+            return conn.execute(PAGE, {"after": after, "limit": limit}).all()
+
+    def iter_events(self, batch: int = 5000) -> Iterator[RecordedEvent]:
+        return (row_to_event(row) for row in _pages(self._read_page, batch))
+
+    def append_jobs(self, items: Sequence[JobAppend]) -> list[JobAppended]:
+        """On Postgres, one round trip: the batch is one statement in its own (autocommit)
+        transaction, so the append lock is held for that statement and its commit only."""
+        if self.dialect != "postgresql" or not all(job_batch.fast(item) for item in items):
+            return super().append_jobs(items)
+        return job_batch.run(items, now(), self._call_alone)
+
+    def _call_alone(self, body: str) -> Any:
+        # psycopg directly, in autocommit: SQLAlchemy's per-statement work would cost as much
+        # client time as the statement itself on this path (bench.append, bench.roundtrips).
+        with translated():  # connecting fails too while the server is away
+            pooled = self.engine.raw_connection()
+        try:
+            conn = pooled.driver_connection
+            assert isinstance(conn, psycopg.Connection)
+            try:
+                with translated():
+                    conn.autocommit = True
+                    answer = _call_batch(conn, body)
+                    conn.autocommit = False  # as the pool lends it to SQLAlchemy
+            except BaseException:
+                pooled.invalidate()  # in whatever state the failure left it: never again
+                raise
+        finally:
+            pooled.close()
+        return answer
+
+    def take_submit_token(self, account: str, rate_per_s: float, burst: int) -> float:
+        return take_submit_token(self.engine, account, rate_per_s, burst)
+
+    def request_key(self) -> bytes:
+        query = select(ledger_meta.c.value).where(ledger_meta.c.key == REQUEST_KEY)
+        with self.connection() as conn, translated():
+            value = conn.execute(query).scalar()
+        if value is None:
+            raise SchemaMissingError("this ledger has no request key: run `outcomes migrate`")
+        return bytes.fromhex(value)
+
+    def rebuild_read_models(self, progress: Progress | None = None) -> int:
+        with self.transaction() as tx:
+            tx.lock_positions()  # appends wait for it, so nothing lands half-way
+            return rebuild(tx.conn, self.projections, counted(tx.iter_events(), progress))
+
+    def upgrade_schema(self) -> tuple[str | None, str | None]:
+        from ledger.persistence import migrate  # Alembic is loaded only by who migrates
+
+        before = migrate.current_revision(self.engine)
+        migrate.upgrade(self.engine)
+        return before, migrate.current_revision(self.engine)
+
+    def connected_role(self) -> ConnectedRole | None:
+        if self.dialect != "postgresql":
+            return None
+        with self.connection() as conn:
+            return privileges.connected_role(conn)
+
+    def grant_app_role(self, role: str, password: str | None = None) -> None:
+        if self.dialect != "postgresql":
+            return super().grant_app_role(role, password)
+        from ledger.persistence import migrate  # Alembic is loaded only by who migrates
+
+        migrate.grant(self.engine, role, password)
+
+    def grant_script(self, role: str) -> str:
+        if self.dialect != "postgresql":
+            return super().grant_script(role)
+        from ledger.persistence import migrate
+
+        return migrate.grant_script(self.engine, role)
+
+    def job_listener(self, on_jobs: OnJobs, on_connect: OnConnect) -> Listener | None:
+        if self.dialect != "postgresql":
+            return None
+        from ledger.persistence.notify_listener import JobListener
+
+        dsn = self.engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
+        return JobListener(dsn, on_jobs, on_connect)
+
+    def describe(self) -> str:
+        return self.engine.url.render_as_string(hide_password=True)
+
+    def local_folder(self) -> Path | None:
+        database = self.engine.url.database
+        if self.dialect != "sqlite" or not database or database == ":memory:":
+            return None
+        return Path(database).parent
+
+    def close(self) -> None:
+        self.engine.dispose()

@@ -1,0 +1,77 @@
+"""The backlog ahead of a new job, measured from the ledger: how many jobs wait (queued or
+retrying) and how fast workers start jobs while the queue does not run dry.
+
+Submit refuses a job whose start deadline the backlog already exceeds (`Backlog.refuses`),
+instead of queueing what cannot start in time. The drain rate counts only intervals in which
+work waited at both ends and some started: the workers were busy all along, so what started is
+their capacity, not the arrival rate of a quiet queue; an interval with nothing started (every
+worker stopped) is no measure, and the last one stands. Sampled at most once a second per
+process (two cheap reads: a count of waiting jobs by index, the `work.started` events since the
+last sample by position).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from ledger.errors import LedgerError
+from ledger.queueing import Backlog
+from ledger.services.ledger import Ledger
+
+log = logging.getLogger(__name__)
+SAMPLE_S = 1.0
+SMOOTHING = 0.5  # weight of the newest busy interval in the drain rate
+
+
+class DrainRate:
+    """Starts per second of busy intervals, smoothed (pure: fed by the gauge)."""
+
+    def __init__(self) -> None:
+        self.value: float | None = None
+
+    def observe(self, seconds: float, starts: int, waiting_before: int, waiting_after: int) -> None:
+        if seconds <= 0 or starts <= 0 or waiting_before <= 0 or waiting_after <= 0:
+            return
+        rate = starts / seconds
+        self.value = rate if self.value is None else SMOOTHING * rate + (1 - SMOOTHING) * self.value
+
+
+class BacklogGauge:
+    def __init__(self, ledger: Ledger, sample_s: float = SAMPLE_S) -> None:
+        self.ledger = ledger
+        self.sample_s = sample_s
+        self.rate = DrainRate()
+        self._lock = threading.Lock()
+        self._waiting = 0
+        self._position: int | None = None
+        self._at = float("-inf")
+
+    def current(self) -> Backlog:
+        """The latest figures; sampled first when they are older than `sample_s` (by one
+        caller: the others take the figures as they are rather than wait)."""
+        if time.monotonic() - self._at >= self.sample_s and self._lock.acquire(blocking=False):
+            try:
+                self._sample()
+            finally:
+                self._lock.release()
+        return Backlog(self._waiting, self.rate.value)
+
+    def _sample(self) -> None:
+        try:
+            with self.ledger.store.reading() as reads:
+                position = reads.last_position()
+                waiting = reads.waiting_count()
+                starts = (
+                    reads.starts_between(self._position, position)
+                    if self._position is not None
+                    else 0
+                )
+        except LedgerError as exc:
+            log.debug("backlog: not sampled now: %s", exc)
+            return
+        moment = time.monotonic()
+        if self._position is not None:
+            self.rate.observe(moment - self._at, starts, self._waiting, waiting)
+        self._waiting, self._position, self._at = waiting, position, moment

@@ -1,0 +1,478 @@
+"""The outbox: every accepted job's message reaches the broker, confirmed, however the
+process that decided it fares.
+
+The decision is the outbox record: a job waiting for a worker (queued, or retrying) needs a
+message for its current wait, and the broker's confirmation of that message is recorded
+(`dispatches`, operational state like leases). What is accepted and not confirmed is what is
+left to publish:
+
+- **In the deciding process** (`send`): the job id goes to a publishing thread at once, so
+  the caller's answer never waits for the broker; confirmations are recorded in groups. A
+  publish that fails (the broker away) is tried again, from memory, every half second or so,
+  so a job is published within about a second of the broker's return.
+- **In the reconciler** (`relay_once`): every waiting job with no confirmation for its current
+  wait, last changed more than `relay_after_s` ago, is published again. That covers a process
+  that died between its commit and its publish, or before it recorded the confirmation. It
+  needs no leader: a duplicate message is harmless (a worker's claim is version-checked).
+
+A confirmed message is trusted: nothing here publishes again a job whose current message was
+confirmed. Sending a confirmed job again takes evidence that its message is gone, and is a
+recorded re-dispatch (the reconciler's, `ledger.reconcile_rules`).
+
+With a per-account dispatch window (`OUTCOMES_ACCOUNT_WINDOW`, `services.dispatch_window`),
+a new job whose account already has that many messages in the broker is left to the ledger,
+unpublished; the workers top the window up as the account's jobs start (`top_up`), and the
+relay tops up every account instead of publishing everything unconfirmed.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from ledger.clock import now
+from ledger.dispatch import Dispatcher, Message, QueueMarker, dispatch_all
+from ledger.errors import DispatchError, LedgerError
+from ledger.job_view import JobView
+from ledger.queueing import Confirmation
+from ledger.services import dispatch_window, queue_epoch
+from ledger.services.backlog import BacklogGauge
+from ledger.services.ledger import Ledger
+from ledger.tracing import Span, TraceRecord, job_attributes, tracer
+
+log = logging.getLogger(__name__)
+
+RETRY_S = (0.25, 0.5, 1.0)  # between rounds of what the broker did not take, as it stays away
+FLUSH_S = 0.1  # confirmations gather this long before they are recorded together
+EPOCH_REFRESH_S = 2.0
+MAX_BATCH = 500  # messages per publish (their confirms are awaited together)
+MAX_HELD = 100_000  # jobs kept in memory for another try; beyond, the reconciler's relay
+RELAY_AFTER_S = 5.0
+RELAY_LIMIT = 1000
+
+
+@dataclass
+class _Job:
+    job_id: str
+    version: int  # the stream version whose message this is
+    due: float  # time.monotonic() when the worker may start it (a retry's backoff)
+    tool: str = ""  # shown by monitors (Flower); never an argument
+    account: str = ""  # whose window it counts in ("": none)
+    trace: TraceRecord | None = None  # the job's decision, which its dispatch span continues
+
+    def message(self, moment: float) -> Message:
+        return Message(self.job_id, max(0.0, self.due - moment), self.tool)
+
+
+def _job_of(view: JobView, due: float) -> _Job:
+    return _Job(view.job_id, view.stream_version, due, view.tool, view.account, view.trace)
+
+
+@dataclass
+class Sent:
+    """What one publish did (tests and the relay's report)."""
+
+    confirmed: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+
+
+class Outbox:
+    """The process's outbox over `dispatcher`. `background=False` publishes inline, in the
+    caller's thread, and records the confirmation before `send` returns (the CLI, tests)."""
+
+    def __init__(
+        self,
+        ledger: Ledger,
+        dispatcher: Dispatcher,
+        *,
+        background: bool = True,
+        publishers: int = 2,
+    ) -> None:
+        self.ledger = ledger
+        self.dispatcher = dispatcher
+        self.queue = dispatcher.queue if isinstance(dispatcher, QueueMarker) else None
+        self._background = background
+        self._publishers = publishers
+        self._cond = threading.Condition()
+        self._ready: deque[_Job] = deque()
+        self._later: list[_Job] = []  # failed publishes, to try again
+        self._failures = 0  # publishes failed in a row: the broker is away, not one message
+        self._retry_at = 0.0  # time.monotonic() of the next try of what failed
+        self._confirmed: list[Confirmation] = []
+        self._in_flight = 0
+        self._recording = 0  # records taken and not yet committed (or failed)
+        self._stopping = False
+        self._threads: list[threading.Thread] = []
+        self._epoch: str | None = None
+        self._epoch_read = float("-inf")
+        # What submit refuses by, sampled in the background: an inline outbox (a command, a
+        # test) lives for one submit, too short to measure a drain rate, so it has none.
+        self.backlog = BacklogGauge(ledger) if background else None
+        self._admitting = threading.Lock()  # one window admission at a time in this process
+        self._top_ups: dispatch_window.TopUps | None = None
+
+    # --- sending ----------------------------------------------------------------------------
+
+    def send(self, view: JobView, delay_s: float = 0.0) -> None:
+        """Hand this waiting job's message to the broker (never raises for the broker)."""
+        self.send_version(view.job_id, view.stream_version, delay_s, view.tool, view)
+
+    def send_version(
+        self,
+        job_id: str,
+        version: int,
+        delay_s: float = 0.0,
+        tool: str = "",
+        view: JobView | None = None,
+    ) -> None:
+        """`send` for the job's wait that began at stream version `version` (`view`: the
+        job's, for its trace and, with a dispatch window, the account whose window the
+        message counts in: it may be left to the ledger)."""
+        job = _Job(job_id, version, time.monotonic() + max(0.0, delay_s), tool)
+        if view is not None:
+            job.account, job.trace = view.account, view.trace
+        if not self._background:
+            self._send_inline(job)
+            return
+        with self._cond:
+            self._start_threads()
+            self._ready.append(job)
+            self._cond.notify()
+
+    def send_now(self, view: JobView, delay_s: float = 0.0) -> Sent:
+        """Publish in this thread and record the confirmation before returning; a message the
+        broker did not take is left to the reconciler's relay (not kept here)."""
+        due = time.monotonic() + max(0.0, delay_s)
+        return self._send_inline(_job_of(view, due))
+
+    def _send_inline(self, job: _Job) -> Sent:
+        sent = self._publish([job], again=False)
+        self._record(self._take_confirmed())
+        return sent
+
+    def flush(self, timeout_s: float = 10.0) -> bool:
+        """Wait until everything sent was published (or failed) and its confirmation
+        recorded; False on timeout. For tests and an orderly shutdown."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            with self._cond:
+                idle = not self._ready and not self._in_flight
+            if idle:
+                self._record(self._take_confirmed())
+                with self._cond:
+                    if not (self._ready or self._in_flight or self._confirmed or self._recording):
+                        return True
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.005)
+
+    def pending(self) -> dict[str, int]:
+        """What is not yet published or recorded, by where it waits (a stalled flush's report)."""
+        with self._cond:
+            return {
+                "ready": len(self._ready),
+                "in_flight": self._in_flight,
+                "later": len(self._later),
+                "confirmed_unrecorded": len(self._confirmed),
+                "recording": self._recording,
+                "failures_in_a_row": self._failures,
+            }
+
+    @property
+    def held(self) -> int:
+        """Jobs in memory waiting for another try (the broker did not take them)."""
+        with self._cond:
+            return len(self._later) + len(self._ready)
+
+    def close(self, timeout_s: float = 5.0) -> None:
+        """Stop publishing; record what was confirmed. What was not published stays for the
+        reconciler's relay (the ledger holds the decisions)."""
+        if self._top_ups is not None:
+            self._top_ups.close(timeout_s)
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+            threads, self._threads = self._threads, []
+        for thread in threads:
+            thread.join(timeout_s)
+        self._record(self._take_confirmed())
+
+    # --- the reconciler's relay ------------------------------------------------------------
+
+    def relay_once(self, relay_after_s: float = RELAY_AFTER_S, limit: int = RELAY_LIMIT) -> Sent:
+        """Publish, here and now, the waiting jobs whose current message the broker has not
+        confirmed and that nobody changed for `relay_after_s`; record what was confirmed."""
+        window = self.ledger.limits.window
+        if window:  # every account's window topped up, instead of everything unconfirmed
+            self._current_epoch()  # read (or begun) here, never inside a top-up's transaction
+            topped = dispatch_window.top_up_all(self.ledger, window, self._confirm_now)
+            if topped:
+                log.info("relay: topped up the dispatch windows with %d job(s)", len(topped))
+            return Sent(confirmed=topped)
+        moment = now()
+        with self.ledger.store.reading() as reads:
+            views = reads.undispatched_jobs(moment - timedelta(seconds=relay_after_s), limit)
+        clock = time.monotonic()
+        jobs = [_job_of(v, clock + _retry_delay(v, moment)) for v in views]
+        sent = self._publish(jobs, again=False)
+        self._record(self._take_confirmed())
+        if sent.confirmed:
+            log.info("relay: published %d job(s) no dispatch had confirmed", len(sent.confirmed))
+        return sent
+
+    # --- the dispatch window ----------------------------------------------------------------
+
+    def top_up(self, accounts: Sequence[str]) -> None:
+        """These accounts' jobs just started: fill their windows again, on a thread of this
+        outbox (never in the caller's). Nothing without a window."""
+        window = self.ledger.limits.window
+        if not window or not accounts:
+            return
+        if self._top_ups is None:
+            with self._cond:
+                if self._top_ups is None:
+                    self._top_ups = dispatch_window.TopUps(
+                        self.ledger, window, self._confirm_now, self._current_epoch
+                    )
+        self._top_ups.request(accounts)
+
+    def _confirm_now(self, views: Sequence[JobView]) -> list[Confirmation]:
+        """Publish these jobs here; the confirmations, for the caller to record (a top-up
+        records them in its own transaction, under the account's lock). Under the epoch the
+        caller read before that transaction: beginning one here would be a second writer
+        inside it (SQLite's one writer would wait on itself)."""
+        epoch = self._epoch
+        moment, clock = now(), time.monotonic()
+        jobs = [_job_of(v, clock + _retry_delay(v, moment)) for v in views]
+        fates = dispatch_all(self.dispatcher, [job.message(clock) for job in jobs])
+        confirmed_at = now()
+        return [
+            Confirmation(job.job_id, job.version, epoch, confirmed_at)
+            for job, fate in zip(jobs, fates, strict=True)
+            if fate is None
+        ]
+
+    def _admitted(self, batch: list[_Job]) -> list[_Job]:
+        """The batch's messages that fit their accounts' windows; the rest stay accepted in
+        the ledger, unpublished, for a top-up (none is dropped that has no record there: a
+        job's current wait is unconfirmed until a message of it is confirmed)."""
+        window = self.ledger.limits.window
+        if not window:
+            return batch
+        with self._admitting:
+            self._record(self._take_confirmed())  # so that the count sees this process's own
+            fits = dispatch_window.admit(self.ledger, [job.account for job in batch], window)
+        return [job for job, fit in zip(batch, fits, strict=True) if fit]
+
+    # --- the publishing threads ------------------------------------------------------------
+
+    def _start_threads(self) -> None:
+        if self._threads or self._stopping:
+            return
+        for index in range(self._publishers):
+            self._spawn(self._publish_loop, f"outbox-{index}")
+        self._spawn(self._record_loop, "outbox-record")
+
+    def _spawn(self, target: Callable[[], None], name: str) -> None:
+        thread = threading.Thread(target=target, name=name, daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    def _publish_loop(self) -> None:
+        while True:
+            with self._cond:
+                batch = self._next_batch()
+                while batch is None:
+                    if self._stopping:
+                        return
+                    self._cond.wait(self._until_next_try())
+                    batch = self._next_batch()
+                self._in_flight += 1
+            try:
+                self._publish(self._admitted(batch))
+            except Exception:  # a bug, not the broker: keep the jobs and the thread
+                log.exception("outbox: publishing %d job(s) failed", len(batch))
+                self._hold(batch)
+            finally:
+                with self._cond:
+                    self._in_flight -= 1
+                    self._cond.notify_all()
+
+    def _next_batch(self) -> list[_Job] | None:
+        """Called holding `_cond`: the jobs to publish now, or None. While the broker refuses,
+        what is held is tried again together (one connection attempt a round, not one a job),
+        and new jobs wait with it rather than hammering a broker that is away."""
+        moment = time.monotonic()
+        if self._failures and moment < self._retry_at:
+            return None
+        due, self._later = self._later[:MAX_BATCH], self._later[MAX_BATCH:]
+        while self._ready and len(due) < MAX_BATCH:
+            due.append(self._ready.popleft())
+        return due or None
+
+    def _until_next_try(self) -> float | None:
+        if not self._failures or not (self._later or self._ready):
+            return None
+        return max(0.0, self._retry_at - time.monotonic())
+
+    def _publish(self, jobs: Sequence[_Job], again: bool = True) -> Sent:
+        """Publish `jobs` and note what the broker confirmed; with `again`, hold what it did
+        not for another try (the background's way)."""
+        sent = Sent()
+        if not jobs:
+            return sent
+        epoch = self._current_epoch()
+        spans = _dispatch_spans(jobs)
+        moment = time.monotonic()
+        fates = dispatch_all(self.dispatcher, [job.message(moment) for job in jobs])
+        if spans:
+            _end_dispatch_spans(spans, fates)
+        confirmed_at = now()
+        failed: list[_Job] = []
+        with self._cond:
+            for job, fate in zip(jobs, fates, strict=True):
+                if fate is None:
+                    sent.confirmed.append(job.job_id)
+                    self._confirmed.append(
+                        Confirmation(job.job_id, job.version, epoch, confirmed_at)
+                    )
+                else:
+                    sent.failed.append(job.job_id)
+                    failed.append(job)
+            was_failing = self._failures > 0
+            if again:
+                self._failures = self._failures + 1 if not sent.confirmed else 0
+        if failed and (not again or not was_failing):  # told once an outage, not every try
+            log.warning(
+                "outbox: %d of %d job(s) not confirmed by the broker (%s); trying again",
+                len(failed),
+                len(jobs),
+                _first_reason(fates),
+            )
+        if failed and again:
+            self._hold(failed)
+        elif again and was_failing and sent.confirmed:
+            log.info("outbox: the broker takes messages again")
+        return sent
+
+    def _hold(self, jobs: Sequence[_Job]) -> None:
+        moment = time.monotonic()
+        with self._cond:
+            failures = max(1, self._failures)
+            self._failures = failures
+            self._retry_at = moment + RETRY_S[min(failures, len(RETRY_S)) - 1]
+            self._later.extend(jobs)
+            if len(self._later) > MAX_HELD:  # the oldest are the reconciler's relay's now
+                self._later = self._later[-MAX_HELD:]
+            self._cond.notify_all()
+
+    # --- confirmations ---------------------------------------------------------------------
+
+    def _record_loop(self) -> None:
+        while True:
+            with self._cond:
+                if self._stopping:
+                    return
+                self._cond.wait(FLUSH_S)
+            self._record(self._take_confirmed())
+            if self.backlog is not None:  # sampled here once a second: no submit waits for it
+                self.backlog.current()
+
+    def _take_confirmed(self) -> list[Confirmation]:
+        """Called by whoever records next; counted as recording until `_record` is done, so a
+        flush never answers while another thread's record is still uncommitted."""
+        with self._cond:
+            taken, self._confirmed = self._confirmed, []
+            if taken:
+                self._recording += 1
+        return taken
+
+    def _record(self, confirmed: list[Confirmation]) -> None:
+        if not confirmed:
+            return
+        try:
+            with self.ledger.store.transaction() as tx:
+                tx.record_dispatches(confirmed)
+        except LedgerError as exc:
+            # Kept for the next flush; if this process dies first, the reconciler's relay
+            # publishes those jobs once more (harmless: the claim is version-checked).
+            log.warning("outbox: recording %d confirmation(s) failed: %s", len(confirmed), exc)
+            with self._cond:
+                self._confirmed[:0] = confirmed[-MAX_HELD:]
+        finally:
+            with self._cond:
+                self._recording -= 1
+
+    # --- the queue's epoch -----------------------------------------------------------------
+
+    def _current_epoch(self) -> str | None:
+        """The epoch a confirmation is recorded under, read before the publish: a message
+        confirmed under an epoch went to the queue that epoch marks, or to a later one."""
+        if self.queue is None:
+            return None
+        if time.monotonic() - self._epoch_read < EPOCH_REFRESH_S:
+            return self._epoch
+        try:
+            with self.ledger.store.reading() as reads:
+                self._epoch = reads.queue_epoch(self.queue)
+            if self._epoch is None and isinstance(self.dispatcher, QueueMarker):
+                # The queue's first epoch, begun by whoever publishes first: a message
+                # confirmed under no epoch could never be shown lost with its queue.
+                self._epoch = queue_epoch.check(self.ledger, self.dispatcher).epoch
+            self._epoch_read = time.monotonic()
+        except LedgerError as exc:
+            log.debug("outbox: the queue's epoch cannot be read now: %s", exc)
+        return self._epoch
+
+    def forget_epoch(self) -> None:
+        """Read the queue's epoch again before the next publish (it changed)."""
+        self._epoch_read = float("-inf")
+
+
+def _dispatch_spans(jobs: Sequence[_Job]) -> list[Span | None]:
+    """One span a traced job, around the publish of its batch (their confirms are awaited
+    together); none at all while tracing is off."""
+    spans = tracer()
+    if not spans.enabled:
+        return []
+    return [
+        spans.start(
+            "outcomes.dispatch", job.trace, job_attributes(job.job_id, job.tool, job.account)
+        )
+        if job.trace is not None
+        else None
+        for job in jobs
+    ]
+
+
+def _end_dispatch_spans(spans: list[Span | None], fates: Sequence[DispatchError | None]) -> None:
+    for made, fate in zip(spans, fates, strict=True):
+        if made is None:
+            continue
+        made.set_attribute("outcomes.dispatch.confirmed", fate is None)
+        if fate is not None:
+            made.fail(str(fate).splitlines()[0] if str(fate) else type(fate).__name__)
+        made.end()
+
+
+def _retry_delay(view: JobView, moment: datetime) -> float:
+    if view.due_at is None:
+        return 0.0
+    return max(0.0, (view.due_at - moment).total_seconds())
+
+
+def _first_reason(fates: Sequence[DispatchError | None]) -> str:
+    return next((str(f) for f in fates if f is not None), "")
+
+
+def outbox_for(ledger: Ledger, sender: Dispatcher | Outbox | None) -> Outbox | None:
+    """The outbox to send through: the process's own, or an inline one over a bare
+    dispatcher (a command, a test)."""
+    if sender is None or isinstance(sender, Outbox):
+        return sender
+    return Outbox(ledger, sender, background=False)

@@ -1,0 +1,94 @@
+"""Where a webhook may point (docs/webhooks.md, "SSRF"): http or https only, no credentials in
+the URL, and a host that resolves only to public addresses: never this host's own, loopback,
+link-local, a private or shared range, multicast or reserved. Checked at registration and
+again before every attempt (DNS can change). Hosts named in OUTCOMES_WEBHOOK_ALLOW_HOSTS are
+exempt (tests, receivers inside the network).
+"""
+
+from __future__ import annotations
+
+import functools
+import ipaddress
+import socket
+from collections.abc import Callable, Iterable
+from urllib.parse import urlsplit
+
+from ledger.errors import WebhookTargetError
+
+MAX_URL = 2000
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+Resolve = Callable[[str, int], Iterable[str]]
+
+
+def _resolve(host: str, port: int) -> list[str]:
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return [str(info[4][0]) for info in infos]
+
+
+@functools.cache
+def own_addresses() -> frozenset[str]:
+    """This host's addresses, as its own name resolves (cached: it does not move)."""
+    try:
+        return frozenset(_resolve(socket.gethostname(), 0))
+    except OSError:
+        return frozenset()
+
+
+def parse_target(url: str) -> tuple[str, int]:
+    """The URL's host (lowercase) and port; WebhookTargetError when it is no webhook URL."""
+    if len(url) > MAX_URL or any(ord(c) < 33 for c in url):
+        raise WebhookTargetError(f"a webhook URL is at most {MAX_URL} characters, no spaces")
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        raise WebhookTargetError("the webhook URL cannot be read") from None
+    if parts.scheme not in ("http", "https"):
+        raise WebhookTargetError("a webhook URL is http:// or https://")
+    if not parts.hostname:
+        raise WebhookTargetError("the webhook URL names no host")
+    if parts.username is not None or parts.password is not None:
+        raise WebhookTargetError("a webhook URL carries no credentials (they would rest in clear)")
+    return parts.hostname.lower(), port or (443 if parts.scheme == "https" else 80)
+
+
+def refusal(address: str) -> str | None:
+    """Why an address is not a webhook's to reach, or None."""
+    ip: Address = ipaddress.ip_address(address.split("%", 1)[0])
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    if ip.is_loopback:
+        return "a loopback address"
+    if ip.is_link_local:
+        return "a link-local address"
+    if ip.is_multicast:
+        return "a multicast address"
+    if ip.is_private or not ip.is_global:
+        return "a private or reserved address"
+    if str(ip) in own_addresses() or address in own_addresses():
+        return "this host's own address"
+    return None
+
+
+def check_target(url: str, allow_hosts: frozenset[str], resolve: Resolve = _resolve) -> str | None:
+    """Raise WebhookTargetError unless `url` may receive deliveries now; else the checked
+    address to connect to (None for an allowed host: connect by its name). A delivery
+    connects to that very address, never resolving the name again: a DNS answer that changes
+    between the check and the connection (DNS rebinding) cannot steer it inside."""
+    host, port = parse_target(url)
+    if host in allow_hosts or host.strip("[]") in allow_hosts:
+        return None
+    try:
+        addresses = list(resolve(host.strip("[]"), port))
+    except (OSError, UnicodeError):
+        raise WebhookTargetError(f"the webhook host {host} does not resolve") from None
+    if not addresses:
+        raise WebhookTargetError(f"the webhook host {host} does not resolve")
+    for address in addresses:
+        why = refusal(address)
+        if why is not None:
+            raise WebhookTargetError(
+                f"the webhook host {host} resolves to {why} ({address}); list it in "
+                "OUTCOMES_WEBHOOK_ALLOW_HOSTS to allow it"
+            )
+    return addresses[0]

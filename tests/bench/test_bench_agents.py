@@ -1,0 +1,91 @@
+"""bench.agents: the closed loop waits for each call before the next, and the report states
+each goal of the speed issue (1 agent p50 <= 3x bare; 16 agents calls/s >= 0.5x, p99 <= 2x)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from bench._common import durable_commit_ms, migrate
+from bench.agents import BARE, OURS, Side, Timed, _goal, closed_loop, phases, report
+from ledger.events import job_stream
+from ledger.persistence.appends import NO_STREAM
+from ledger.services.ledger import open_ledger
+from tests.factories import accepted, started, succeeded
+
+
+def test_each_agent_makes_its_calls_one_after_another() -> None:
+    lock = threading.Lock()
+    busy: dict[int, int] = {}
+    seen: list[int] = []
+
+    def call(agent: int, i: int) -> None:
+        with lock:
+            busy[agent] = busy.get(agent, 0) + 1
+            assert busy[agent] == 1, "an agent sent a call before its last one ended"
+            seen.append(i)
+        with lock:
+            busy[agent] -= 1
+
+    seconds, latencies = closed_loop(40, 4, call)
+    assert sorted(seen) == list(range(40)) and len(latencies) == 40 and seconds > 0
+
+
+def test_a_failing_call_fails_the_round() -> None:
+    def call(agent: int, i: int) -> None:
+        if i == 3:
+            raise RuntimeError("job 3: failed")
+
+    with pytest.raises(RuntimeError, match="job 3"):
+        closed_loop(8, 2, call)
+
+
+def test_percentiles_and_goals() -> None:
+    side = Side(latencies=[i / 1000 for i in range(1, 101)], rounds=[2.0, 1.0, 4.0])
+    assert side.percentile(0.50) == 0.051 and side.percentile(0.99) == 0.1
+    assert side.rate(100) == 50.0  # the median round
+    assert _goal("1 agent p50", 2.9, "<=", 3.0).endswith("-> met")
+    assert _goal("16 agents calls/s", 0.4, ">=", 0.5).endswith("-> NOT met")
+
+
+def test_the_json_report_carries_both_sides(capsys: pytest.CaptureFixture[str]) -> None:
+    sides = {OURS: Side([0.01, 0.02], [1.0]), BARE: Side([0.002, 0.004], [0.5])}
+    options = argparse.Namespace(json=True, calls=2, rounds=1)
+    assert report({1: sides}, {1: 1.5}, options) == 0
+    figures = json.loads(capsys.readouterr().out)["figures"]["1"]
+    assert figures[OURS]["calls_per_s"] == 2.0 and figures[BARE]["calls_per_s"] == 4.0
+
+
+def test_the_phases_of_a_call_come_from_the_agents_clock_and_the_events(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    migrate(url)
+    timed = []
+    with open_ledger(url) as ledger:
+        for _ in range(3):
+            job_id = str(uuid.uuid4())
+            posted = time.time()
+            with ledger.store.transaction() as tx:
+                tx.append(job_stream(job_id), [accepted()], NO_STREAM)
+            answered = time.time()
+            for version, event in enumerate((started(), succeeded()), start=1):
+                with ledger.store.transaction() as tx:
+                    tx.append(job_stream(job_id), [event], version)
+            timed.append(Timed(job_id, posted, answered, time.time()))
+    split = phases(url, timed)
+    assert len(split) == 5 and all(value >= 0 for value in split.values())
+    # Consecutive phases add up to the whole call, as the agent timed it.
+    whole = [1000 * (t.seen - t.posted) for t in timed]
+    chain = ("POST sent -> decision recorded", "decision -> claimed by a worker")
+    chain += ("claimed -> outcome recorded", "outcome -> terminal envelope read")
+    assert sum(split[name] for name in chain) <= max(whole) + 1e-6
+    assert sum(split[name] for name in chain) >= min(whole) * 0.5
+
+
+def test_a_durable_commit_is_timed_on_the_database(pg_database: str) -> None:
+    assert 0 < durable_commit_ms(pg_database, commits=5) < 60_000

@@ -1,0 +1,63 @@
+"""The append function's reads keep good plans on a new ledger (migrations 0007, 0009).
+
+PL/pgSQL caches a statement's plan per session. Planned while `jobs` is empty (a new ledger,
+before autovacuum's first ANALYZE), the plain idempotency lookup of a keyed submit walked
+another index over every job of the account, so each submit cost more than the one before.
+0007 planned it at every call instead; 0009 caches it again, worded so that the unique index
+wins even on an empty table's estimates. The database's own counters say which index each
+lookup used: no statistics, no timing."""
+
+from __future__ import annotations
+
+import uuid
+
+import psycopg
+import pytest
+
+from ledger.events import JobAccepted
+from ledger.persistence.appends import AppendStatus, JobAppend
+from ledger.persistence.engine import make_engine
+from ledger.persistence.sql_store import SqlStore
+from tests.concurrent_writers import psycopg_dsn, wait_until
+from tests.factories import new
+
+pytestmark = pytest.mark.postgres
+
+SUBMITS = 800
+
+
+def index_scans(url: str) -> dict[str, int]:
+    with psycopg.connect(psycopg_dsn(url), autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT indexrelname, idx_scan FROM pg_stat_user_indexes WHERE relname = 'jobs'"
+        ).fetchall()
+    return {name: scans for name, scans in rows}
+
+
+def test_keyed_submits_on_a_new_ledger_find_their_key_through_the_unique_index(
+    pg_database: str,
+) -> None:
+    before = index_scans(pg_database)
+    with SqlStore(make_engine(pg_database)) as store:
+        for _ in range(SUBMITS):
+            payload = JobAccepted(
+                account="acme",
+                tool="tracker.read_issue",
+                args={"issue_ref": "T-1"},
+                idempotency_key=uuid.uuid4().hex,
+            )
+            (done,) = store.append_jobs([JobAppend(str(uuid.uuid4()), [new(payload)], None)])
+            assert done.status is AppendStatus.OK
+
+    # The store is closed: its server processes report their counters as they exit.
+    def counted() -> bool:
+        return index_scans(pg_database)["pk_jobs"] - before["pk_jobs"] >= SUBMITS
+
+    wait_until(counted, 10.0, "the server to count the submits")
+    after = index_scans(pg_database)
+    # Every lookup, the first ones (planned on an empty table) included, takes the unique
+    # index; the plain lookup cached then walked `ix_jobs_quota`, and 0007's, planned at each
+    # call, did too until the table had grown.
+    unique, quota = "uq_jobs_account_idempotency_key", "ix_jobs_quota"
+    assert after[unique] - before[unique] >= SUBMITS
+    assert after[quota] - before[quota] == 0

@@ -1,0 +1,105 @@
+"""The outbox on a ledger in memory: a submit's answer never waits for the broker, what the
+broker confirmed is recorded, what it refused is held and tried again together (one round per
+retry, not one connection attempt per job) until it takes them, and the relay publishes what no
+process confirmed."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+
+from ledger.decisions import Caller, JobRequest
+from ledger.dispatch import Message
+from ledger.errors import DispatchError
+from ledger.services.ledger import Ledger
+from ledger.services.outbox import Outbox
+from ledger.services.submit import submit
+from tests.plugins.deployments import wait_until
+from tests.tools import ECHO
+
+AGENT = Caller(account="acme", token_id="tok")
+
+
+class Broker:
+    """A batch dispatcher that can be away, and remembers each round it was asked."""
+
+    def __init__(self) -> None:
+        self.away = threading.Event()
+        self.rounds: list[list[str]] = []
+        self.taken: list[str] = []
+        self._lock = threading.Lock()
+
+    def dispatch(self, job_id: str, delay_s: float = 0.0) -> None:
+        failed = self.dispatch_many([Message(job_id, delay_s)])[0]
+        if failed is not None:
+            raise failed
+
+    def dispatch_many(self, messages: Sequence[Message]) -> list[DispatchError | None]:
+        with self._lock:
+            self.rounds.append([m.job_id for m in messages])
+            if self.away.is_set():
+                return [DispatchError("broker away") for _ in messages]
+            self.taken.extend(m.job_id for m in messages)
+            return [None] * len(messages)
+
+
+def submitted(ledger: Ledger, outbox: Outbox, n: int) -> list[str]:
+    request = JobRequest(ECHO, {"text": "x"})
+    return [submit(ledger, AGENT, request, outbox).view.job_id for _ in range(n)]
+
+
+def confirmed(ledger: Ledger, job_ids: list[str]) -> bool:
+    with ledger.store.reading() as reads:
+        return all(reads.dispatch_state(j) is not None for j in job_ids)
+
+
+def test_the_outbox_publishes_after_the_answer_and_records_what_was_confirmed(
+    memory_ledger: Ledger,
+) -> None:
+    broker = Broker()
+    outbox = Outbox(memory_ledger, broker)
+    try:
+        ids = submitted(memory_ledger, outbox, 20)
+        assert outbox.flush(timeout_s=10)
+    finally:
+        outbox.close()
+    assert sorted(broker.taken) == sorted(ids)
+    assert confirmed(memory_ledger, ids)
+
+
+def test_while_the_broker_is_away_what_is_held_is_tried_together_then_published(
+    memory_ledger: Ledger,
+) -> None:
+    broker = Broker()
+    broker.away.set()
+    outbox = Outbox(memory_ledger, broker)
+    try:
+        ids = submitted(memory_ledger, outbox, 30)
+        wait_until(lambda: outbox.held == len(ids), 10, "every job to be held")
+        tried = len(broker.rounds)
+        wait_until(lambda: len(broker.rounds) >= tried + 3, 10, "three more rounds")
+        # Each round after the first failure takes every held job at once.
+        later = broker.rounds[tried:]
+        assert all(len(round_) == len(ids) for round_ in later), [len(r) for r in later]
+        assert not confirmed(memory_ledger, ids[:1])
+        broker.away.clear()  # back
+        wait_until(lambda: outbox.held == 0, 10, "the held jobs to be published")
+        assert outbox.flush(timeout_s=10)
+        new = submitted(memory_ledger, outbox, 2)  # and new ones go at once again
+        assert outbox.flush(timeout_s=10)
+    finally:
+        outbox.close()
+    assert sorted(set(broker.taken)) == sorted(ids + new)
+    assert confirmed(memory_ledger, ids + new)
+
+
+def test_the_relay_publishes_what_no_process_confirmed(memory_ledger: Ledger) -> None:
+    ids = submitted(memory_ledger, None, 3)  # type: ignore[arg-type]  # decided, unpublished
+    broker = Broker()
+    outbox = Outbox(memory_ledger, broker, background=False)
+    assert outbox.relay_once(relay_after_s=3600).confirmed == []  # their deciders' time
+    time.sleep(0.01)  # the relay's delay is measured on the real clock
+    sent = outbox.relay_once(relay_after_s=0.005)
+    assert sorted(sent.confirmed) == sorted(ids) and confirmed(memory_ledger, ids)
+    assert outbox.relay_once(relay_after_s=0.005).confirmed == []  # confirmed: left alone

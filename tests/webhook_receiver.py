@@ -1,0 +1,89 @@
+"""A webhook receiver for tests: a small threaded HTTP server on a loopback port that verifies
+every delivery with the Standard Webhooks reference library, as a real receiver would, and
+keeps what it got. `down` makes it answer 503 (an endpoint that is away)."""
+
+from __future__ import annotations
+
+import http.server
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from standardwebhooks.webhooks import Webhook, WebhookVerificationError
+
+
+@dataclass(frozen=True)
+class Received:
+    webhook_id: str
+    body: str
+    headers: dict[str, str]
+    verified: bool
+
+
+@dataclass
+class Receiver:
+    url: str = ""
+    secret: str | None = None  # the registration's, once known
+    down: bool = False
+    refused: int = 0  # deliveries answered 503 while down
+    got: list[Received] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def take(self, body: str, headers: dict[str, str]) -> int:
+        if self.down:
+            with self.lock:
+                self.refused += 1
+            return 503
+        verified = True
+        try:
+            Webhook(self.secret or "whsec_").verify(body, headers)
+        except WebhookVerificationError:
+            verified = False
+        with self.lock:
+            self.got.append(Received(headers.get("webhook-id", ""), body, headers, verified))
+        return 204 if verified else 400
+
+    def unique(self) -> dict[str, Received]:
+        """What it got, deduplicated by `webhook-id` (verified deliveries only)."""
+        with self.lock:
+            return {r.webhook_id: r for r in self.got if r.verified}
+
+
+@contextmanager
+def receiving() -> Iterator[Receiver]:
+    receiver = Receiver()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            length = int(self.headers.get("content-length", "0"))
+            body = self.rfile.read(length).decode()
+            status = receiver.take(body, {k.lower(): v for k, v in self.headers.items()})
+            self.send_response(status)
+            self.send_header("content-length", "0")
+            self.end_headers()
+
+        def log_message(self, format: str, *args: object) -> None:
+            return None
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    receiver.url = f"http://127.0.0.1:{server.server_address[1]}/hooks"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield receiver
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+
+def wait_until(check: Callable[[], bool], timeout_s: float = 20.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.02)
+    return check()
