@@ -17,6 +17,7 @@ from ledger.services.reconcile import (
     ReconcileRunner,
     policy_from,
 )
+from ledger.services.sequencer import SequencerLoop
 from ledger.services.webhook_relay import WebhookRelay
 from ledger.services.webhook_relay import policy_from as webhook_policy
 from ledger.settings import load_settings
@@ -52,6 +53,11 @@ def reconcile(once: bool, interval: float, as_json: bool) -> None:
     died, or the broker was away. Safe to run several at once: each finding is recorded once,
     and a duplicate message is harmless. A failed pass (the database away, say) is reported
     and the next one tries again. Leases are OUTCOMES_LEASE_S (default 30 s).
+
+    On Postgres it also runs the sequencer: writers commit without a ledger-wide lock, and one
+    reconciler process (elected by an advisory lock; another takes over within a second when it
+    stops) gives each committed event its ledger position and link, in commit order, within
+    milliseconds (docs/architecture.md, "Ledger order").
 
     Beside the passes, the webhook relay delivers every terminal outcome to the webhooks of
     its account, signed, retried for OUTCOMES_WEBHOOK_RETRY_FOR_S (docs/webhooks.md); it
@@ -94,6 +100,8 @@ def reconcile(once: bool, interval: float, as_json: bool) -> None:
         return
     if heartbeat is not None:
         heartbeat.start()
+    sequencer = SequencerLoop(ledger)  # Postgres: ledger order, led by one reconciler
+    sequencer.start()
     relay.start()
     try:
         runner.run(report, lambda exc: click.echo(_failed(exc), err=True))
@@ -101,6 +109,7 @@ def reconcile(once: bool, interval: float, as_json: bool) -> None:
         return
     finally:
         relay.stop()
+        sequencer.stop()
         if heartbeat is not None:
             heartbeat.stop()
 

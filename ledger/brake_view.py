@@ -34,7 +34,7 @@ def evolve_brake(view: BrakeView | None, event: RecordedEvent) -> BrakeView:
             reason=payload.reason,
             operator=payload.operator,
             pulled_at=event.recorded_at,
-            ledger_position=event.position,
+            ledger_position=event.stored_position,
         )
     if isinstance(payload, BrakeReleased) and view is not None:
         return view.model_copy(
@@ -43,7 +43,7 @@ def evolve_brake(view: BrakeView | None, event: RecordedEvent) -> BrakeView:
                 "released_at": event.recorded_at,
                 "released_by": payload.operator,
                 "release_reason": payload.reason,
-                "ledger_position": event.position,
+                "ledger_position": event.stored_position,
             }
         )
     raise ValueError(f"{event.stream_id}: unexpected {event.type}")

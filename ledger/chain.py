@@ -121,6 +121,12 @@ class ProblemKind(StrEnum):
     # inserted or moved: its ledger_hash does not follow from the previous position's
     DIGEST_LEDGER_MISMATCH = "digest_ledger_mismatch"  # the ledger up to the digest's position
     # is not the ledger the digest saw
+    # Ledger order (Postgres, where a sequencer gives positions after commit):
+    POSITION_GAP = "position_gap"  # a ledger position is missing before this one (dense since
+    # the sequencer began)
+    UNSEQUENCED = "unsequenced"  # a committed event the sequencer passed has no ledger position
+    ORDER_ORPHANED = "order_orphaned"  # a ledger position whose event is gone
+    ORDER_DUPLICATED = "order_duplicated"  # an event holds more than one ledger position
 
 
 # What only a digest can reveal (the rest are the chains' own findings).
@@ -174,19 +180,26 @@ class Checkpoint:
 
 
 def verify_chain(
-    links: Iterable[RecordedEvent], checkpoint: Checkpoint | None = None
+    links: Iterable[RecordedEvent],
+    checkpoint: Checkpoint | None = None,
+    dense_from: int | None = None,
 ) -> VerifyReport:
     """Check every link in position order; with a checkpoint (from a digest) also check that
-    the ledger still extends it: same heads, and nothing added or removed within its span."""
+    the ledger still extends it: same heads, and nothing added or removed within its span.
+    With `dense_from`, positions from there on must follow each other without a gap."""
     report = VerifyReport()
     heads: dict[str, tuple[int, str]] = {}
     within = 0
     ledger_hash: str | None = None
     at_checkpoint: str | None = None
+    previous = 0
     for link in links:
         report.events_checked += 1
         _check_link(link, heads.get(link.stream_id), report)
         _check_ledger_link(link, ledger_hash, report)
+        if dense_from is not None and link.position >= dense_from:
+            _check_dense(link, max(previous, dense_from - 1), report)
+        previous = link.position
         ledger_hash = link.ledger_hash
         heads[link.stream_id] = (link.stream_version, link.hash)
         if checkpoint is not None and link.position <= checkpoint.position:
@@ -289,6 +302,21 @@ def _check_link(link: RecordedEvent, head: tuple[int, str] | None, report: Verif
                 link.stream_version,
                 link.position,
                 f"{where}: content does not match its hash (edited)",
+            )
+        )
+
+
+def _check_dense(link: RecordedEvent, previous: int, report: VerifyReport) -> None:
+    if link.position != previous + 1:
+        report.problems.append(
+            Problem(
+                ProblemKind.POSITION_GAP,
+                link.stream_id,
+                link.stream_version,
+                link.position,
+                f"{link.stream_id} v{link.stream_version} (position {link.position}): "
+                f"positions {previous + 1}..{link.position - 1} are missing (the sequencer "
+                "gives them without a gap: an order row was deleted)",
             )
         )
 

@@ -332,6 +332,16 @@ class RecordedEvent(BaseModel):
     hash: str
     # The ledger-wide link (ledger.chain.ledger_link); None until the store has recorded it.
     ledger_hash: str | None = None
+    # Where the row was written, when that is not its ledger position: on Postgres writers take
+    # positions at insert and the sequencer gives ledger positions after commit. None: the
+    # event was sequenced at write (SQLite, memory), or read from its stream as written.
+    write_position: int | None = None
+
+    @property
+    def stored_position(self) -> int:
+        """The position the row was written at: what read models record (`ledger_position`),
+        the same whether the event is read from its stream or in ledger order."""
+        return self.position if self.write_position is None else self.write_position
 
     @property
     def payload(self) -> Payload:

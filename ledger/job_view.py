@@ -168,7 +168,7 @@ def evolve(view: JobView | None, event: RecordedEvent) -> JobView:
     if view is None:
         return _first(event, payload)
     stamp: dict[str, Any] = {
-        "ledger_position": event.position,
+        "ledger_position": event.stored_position,
         "stream_version": event.stream_version,
         "head_hash": event.hash,
         "updated_at": event.recorded_at,
@@ -180,7 +180,7 @@ def _first(event: RecordedEvent, payload: Payload) -> JobView:
     common: dict[str, Any] = {
         "job_id": job_id_of(event.stream_id),
         "recorded_by": "api",
-        "ledger_position": event.position,
+        "ledger_position": event.stored_position,
         "head_hash": event.hash,
         "created_at": event.recorded_at,
         "updated_at": event.recorded_at,

@@ -133,6 +133,30 @@ class Heads:
 
 
 @dataclass(frozen=True)
+class SequencerState:
+    """Where the sequencer stands (Postgres): the last ledger position it gave, from where
+    positions are dense, and the committed events still waiting for a position."""
+
+    head: int
+    dense_from: int
+    ticks: int
+    ticked_at: datetime
+    waiting: int  # events committed and not yet sequenced
+    lag_s: float  # how long the oldest of them has waited since it was recorded (0: none)
+
+
+@dataclass(frozen=True)
+class OrderProblems:
+    """What only the order rows can say is wrong (`audit verify`, Postgres): committed events
+    the sequencer passed without a position (their write positions), order rows whose event is
+    gone (their ledger positions), and events given more than one position (write positions)."""
+
+    unsequenced: list[int] = field(default_factory=list)
+    orphaned: list[int] = field(default_factory=list)
+    duplicated: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
 class BrakeHold:
     """A brake that holds now, and how many jobs it keeps waiting (as one caller may see)."""
 

@@ -34,14 +34,14 @@ def evolve_token(view: TokenView | None, event: RecordedEvent) -> TokenView:
             tools=payload.tools,
             token_hash=payload.token_hash,
             created_at=event.recorded_at,
-            ledger_position=event.position,
+            ledger_position=event.stored_position,
         )
     if isinstance(payload, TokenRevoked) and view is not None:
         return view.model_copy(
             update={
                 "revoked": True,
                 "revoked_at": event.recorded_at,
-                "ledger_position": event.position,
+                "ledger_position": event.stored_position,
             }
         )
     raise ValueError(f"{event.stream_id}: unexpected {event.type}")

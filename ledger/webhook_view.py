@@ -27,7 +27,8 @@ class WebhookView(BaseModel):
     secret: str  # sealed (ledger.webhooks.seal_secret); never shown
     status: WebhookStatus = "active"
     created_at: datetime
-    # The registration's position: outcomes recorded after it are delivered here.
+    # Where the registration was written (its ledger position is found at delivery): outcomes
+    # recorded after it in ledger order are delivered here.
     since_position: int
     changed_at: datetime
     reason: str | None = None  # why it was disabled
@@ -48,14 +49,14 @@ def evolve_webhook(view: WebhookView | None, event: RecordedEvent) -> WebhookVie
             url=payload.url,
             secret=payload.secret,
             created_at=event.recorded_at,
-            since_position=event.position,
+            since_position=event.stored_position,
             changed_at=event.recorded_at,
-            ledger_position=event.position,
+            ledger_position=event.stored_position,
             stream_version=event.stream_version,
         )
     stamp = {
         "changed_at": event.recorded_at,
-        "ledger_position": event.position,
+        "ledger_position": event.stored_position,
         "stream_version": event.stream_version,
     }
     if isinstance(payload, WebhookRemoved) and view is not None:

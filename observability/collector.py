@@ -53,6 +53,30 @@ class LedgerCollector:
         )
         position.add_metric([], found.position)
         yield position
+        yield from _sequencer(found)
+
+
+def _sequencer(found: counts.LedgerCounts) -> Iterator[Metric]:
+    """Postgres: how far behind the commits ledger order is (none on a store that sequences
+    at write)."""
+    state = found.sequencer
+    if state is None:
+        return
+    lag = GaugeMetricFamily(
+        "outcomes_sequencer_lag_seconds",
+        "How long the oldest committed event still without a ledger position has waited "
+        "since it was recorded (0: none waits).",
+    )
+    lag.add_metric([], state.lag_s)
+    yield lag
+    waiting = GaugeMetricFamily(
+        "outcomes_sequencer_waiting_events", "Committed events still without a ledger position."
+    )
+    waiting.add_metric([], state.waiting)
+    yield waiting
+    ticks = CounterMetricFamily("outcomes_sequencer_ticks", "Sequencer ticks that gave positions.")
+    ticks.add_metric([], state.ticks)
+    yield ticks
 
 
 def _jobs(found: counts.LedgerCounts) -> Iterator[Metric]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Coroutine, Iterator, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
@@ -38,7 +38,16 @@ from ledger.persistence.fairness_contract import FairnessReads
 from ledger.persistence.outbox_contract import OutboxReads, OutboxWrites
 from ledger.persistence.webhooks_contract import WebhookReads, WebhookWrites
 from ledger.privileges import ConnectedRole, no_roles
-from ledger.queries import EventFilter, Heads, JobCount, JobFilter, JobSummary, MissingOutcome
+from ledger.queries import (
+    EventFilter,
+    Heads,
+    JobCount,
+    JobFilter,
+    JobSummary,
+    MissingOutcome,
+    OrderProblems,
+    SequencerState,
+)
 from ledger.reconcile_rules import OpenJob
 from ledger.token_view import TokenView
 
@@ -285,6 +294,23 @@ class Writes(Reads, OutboxWrites, WebhookWrites):
         """The attempt is over: its lease goes (a later attempt's lease stays)."""
 
 
+class SequencerLeader(Protocol):
+    """A process's bid to be the one sequencer (Postgres), on a connection of its own."""
+
+    @property
+    def leading(self) -> bool: ...
+
+    def lead(self) -> bool: ...
+
+    def tick(self) -> int: ...
+
+    def wait(self, timeout_s: float) -> None: ...
+
+    def reset(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
 class Listener(Protocol):
     """Wakes long-polls when jobs change (Postgres LISTEN); only ever a hint."""
 
@@ -320,9 +346,38 @@ class Store(ABC):
         """For one question only: backends may skip the transaction around it."""
         return self.reading()
 
+    def sequence(self, *, wait: bool = True) -> int:
+        """One sequencer tick: the events committed so far get their ledger positions, so a
+        read in ledger order that follows sees them. How many were sequenced; -1 when `wait`
+        is False and another process is ticking. A store that sequences at write (SQLite,
+        memory) has nothing to do: 0."""
+        return 0
+
+    @contextmanager
+    def in_order(self) -> Iterator[Reads]:
+        """A read transaction for reads in ledger order (a page after a position, the head, a
+        digest): every event committed before it began is sequenced first."""
+        self.sequence()
+        with self.reading() as reads:
+            yield reads
+
+    def sequencer_state(self) -> SequencerState | None:
+        """Where the sequencer stands (None: this store sequences at write)."""
+        return None
+
+    def sequencer_leader(self) -> SequencerLeader | None:
+        """A bid to lead the sequencing (None: this store sequences at write)."""
+        return None
+
+    def order_problems(self) -> OrderProblems | None:
+        """What is wrong with the order rows (None: this store sequences at write, and has
+        none)."""
+        return None
+
     @abstractmethod
     def read_after(self, position: int, limit: int = 1000) -> list[RecordedEvent]:
-        """Events after `position`, in position order; never skips one that commits later."""
+        """Events after `position`, in ledger order (the events committed before the call are
+        sequenced first); never skips one that commits later."""
 
     @abstractmethod
     def iter_events(self, batch: int = 5000) -> Iterator[RecordedEvent]:
@@ -410,5 +465,8 @@ class Store(ABC):
             return reads.read_stream(stream_id)
 
     def last_position(self) -> int:
+        """The ledger's head: the last position given (after the events committed before the
+        call are sequenced)."""
+        self.sequence()
         with self.quick_read() as reads:
             return reads.last_position()

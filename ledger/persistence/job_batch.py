@@ -3,8 +3,9 @@ whole in `migrations/functions/outcomes_append_jobs.sql`).
 
 All the Python work happens before the call: the events are sealed (hashed, chained to the
 view's `head_hash`) and folded into the next view with the same `evolve` every store uses.
-The server checks the head and the invariants under the append lock, assigns positions, fills
-the view's `ledger_position` in, and answers one status per item.
+The server checks the head and the invariants under the streams' and keys' locks, assigns write
+positions, fills the view's `ledger_position` in, and answers one status per item. Ledger
+positions and links come after commit, from the sequencer.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ CALL = "SELECT outcomes_append_jobs(%s::jsonb)"
 class Planned:
     item: JobAppend
     rows: list[dict[str, Any]]
-    events: list[RecordedEvent]  # the rows as folded; position and link come with the answer
+    events: list[RecordedEvent]  # the rows as folded; the position comes with the answer
     view: JobView  # folded; its ledger_position is filled in once the server answers
 
 
@@ -118,11 +119,10 @@ def _result(p: Planned, answer: dict[str, Any]) -> JobAppended:
     status = AppendStatus(answer["status"])
     if status is AppendStatus.OK:
         positions = answer["positions"]
-        links = answer["ledger_hashes"]
-        # Validated once when planned: only the server's position and link are new.
+        # Validated once when planned: only the server's (write) position is new.
         events = [
-            event.model_copy(update={"position": pos, "ledger_hash": link})
-            for pos, link, event in zip(positions, links, p.events, strict=True)
+            event.model_copy(update={"position": pos})
+            for pos, event in zip(positions, p.events, strict=True)
         ]
         view = p.view.model_copy(update={"ledger_position": positions[-1]})
         return JobAppended(status, Appended(events, view))

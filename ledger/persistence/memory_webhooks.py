@@ -34,6 +34,9 @@ class MemoryWebhookReads:
         ]
         return found[:limit]
 
+    def registered_at(self, hooks: Sequence[WebhookView]) -> dict[str, int]:
+        return {h.webhook_id: h.since_position for h in hooks}  # sequenced at write
+
     def deliveries(self, webhook_id: str, limit: int) -> list[Delivery]:
         found = [d for d in self.state.deliveries.values() if d.webhook_id == webhook_id]
         return sorted(found, key=lambda d: d.position, reverse=True)[:limit]

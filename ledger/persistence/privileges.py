@@ -17,7 +17,7 @@ from ledger.persistence.schema import APP_ROLE_CONSTRAINT
 from ledger.privileges import ConnectedRole
 
 # Tables of recorded history: the application reads and appends, never changes or removes.
-APPEND_ONLY_TABLES = ("events", "ledger_meta")  # ledger_meta: only once a migration adds it
+APPEND_ONLY_TABLES = ("events", "ledger_meta", "ledger_order")  # each once a migration adds it
 READ_ONLY_TABLES = ("alembic_version",)
 _NEVER_ON_HISTORY = "UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER"
 _NEVER_ON_READ_ONLY = "INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER"

@@ -254,6 +254,48 @@ rate_buckets = Table(
     Column("granted", Boolean, nullable=False),
 )
 
+# Ledger order (migration 0014, ledger.services.sequencer): on Postgres writers commit without
+# a ledger-wide lock, and the sequencer gives each committed event, after commit, its dense
+# ledger position and its ledger-wide link; append-only, as `events` is. SQLite sequences at
+# write (its writers are serialized) and leaves both tables empty.
+ledger_order = Table(
+    "ledger_order",
+    metadata,
+    Column("position", Position, primary_key=True, autoincrement=False),
+    Column("event_position", BigInteger, nullable=False),
+    Column("ledger_hash", String(64), nullable=False),
+    Column("sequenced_at", Time, nullable=False),
+    CheckConstraint("position > 0", name="ck_ledger_order_position_positive"),
+    Index("uq_ledger_order_event_position", "event_position", unique=True),
+)
+# Where the sequencer stands: the last tick's snapshot (pg_snapshot as text), the head
+# position and link, and the first position it gave (positions are dense from there on).
+ledger_sequencer = Table(
+    "ledger_sequencer",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("snapshot", Text, nullable=False),
+    Column("head", BigInteger, nullable=False),
+    Column("head_hash", String(64), nullable=True),
+    Column("dense_from", BigInteger, nullable=False),
+    Column("ticks", BigInteger, nullable=False),
+    Column("ticked_at", Time, nullable=False),
+    CheckConstraint("id = 1", name="ck_ledger_sequencer_one_row"),
+)
+
+# The view every reader in ledger order reads: each sequenced event, `position` its ledger
+# position and `ledger_hash` its link (`write_position`: the row in `events`). On SQLite it is
+# `events` itself. A view, so it is declared apart from the tables the migrations must build.
+views = MetaData()
+ledger_events = Table(
+    "ledger_events",
+    views,
+    Column("position", Position, primary_key=True),
+    *(Column(c.name, c.type) for c in events.columns if c.name not in ("position", "ledger_hash")),
+    Column("ledger_hash", String(64)),
+    Column("write_position", Position),
+)
+
 # Values made once per ledger at migrate (the request fingerprints' HMAC key).
 ledger_meta = Table(
     "ledger_meta",

@@ -35,7 +35,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from ledger.clock import format_time, utc
 from ledger.codes import Status
 from ledger.job_view import JobView
-from ledger.persistence.schema import dispatches, events, jobs, leases, queue_epochs
+from ledger.persistence.schema import dispatches, events, jobs, leases, ledger_events, queue_epochs
 from ledger.queueing import Confirmation, DispatchState, DispatchSummary
 from ledger.reconcile_rules import OpenJob
 
@@ -57,9 +57,9 @@ _STATE = select(*_DISPATCH_COLUMNS).where(dispatches.c.job_id == bindparam("job_
 _EPOCH = select(queue_epochs.c.epoch).where(queue_epochs.c.queue == bindparam("queue"))
 _WAITING_COUNT = select(func.count()).where(_OPEN, jobs.c.status.in_(_WAITING))
 _STARTS = select(func.count()).where(
-    events.c.position > bindparam("after"),
-    events.c.position <= bindparam("upto"),
-    events.c.type == "work.started",
+    ledger_events.c.position > bindparam("after"),
+    ledger_events.c.position <= bindparam("upto"),
+    ledger_events.c.type == "work.started",
 )
 
 

@@ -35,11 +35,24 @@ from ledger.events import RecordedEvent
 from ledger.job_view import JobView
 from ledger.persistence.base import Reads
 from ledger.persistence.errors import translated
-from ledger.persistence.schema import READ_MODEL_TABLES, brakes, events, jobs, tokens
+from ledger.persistence.schema import (
+    READ_MODEL_TABLES,
+    brakes,
+    events,
+    jobs,
+    ledger_events,
+    tokens,
+)
 from ledger.persistence.sql_fairness import SqlFairnessReads
 from ledger.persistence.sql_job_reads import SqlJobReads
 from ledger.persistence.sql_outbox import SqlOutboxReads
-from ledger.persistence.sql_rows import EVENT_COLUMNS, JOB_CAUSE, job_scope, row_to_event
+from ledger.persistence.sql_rows import (
+    EVENT_COLUMNS,
+    JOB_CAUSE,
+    ORDERED_COLUMNS,
+    job_scope,
+    row_to_event,
+)
 from ledger.persistence.sql_webhooks import SqlWebhookReads
 from ledger.queries import EventFilter, Heads
 from ledger.token_view import TokenView, fold_token, presented
@@ -50,7 +63,7 @@ _STREAM = (
     .where(events.c.stream_id == bindparam("stream_id"))
     .order_by(events.c.stream_version)
 )
-_LAST_POSITION = select(func.coalesce(func.max(events.c.position), 0))
+_LAST_POSITION = select(func.coalesce(func.max(ledger_events.c.position), 0))
 # A presented token is read from its own stream's events (the tokens table only names the
 # stream); with the job a caller asks for, in the same round trip.
 _TOKEN_EVENTS = (
@@ -162,22 +175,23 @@ class SqlReads(SqlJobReads, SqlOutboxReads, SqlWebhookReads, SqlFairnessReads, R
             return [row_to_event(r) for r in rows]
 
     def find_events(self, where: EventFilter) -> list[RecordedEvent]:
-        query = select(*EVENT_COLUMNS).where(events.c.position > where.after)
+        ev = ledger_events  # in ledger order: a page after a position never misses one later
+        query = select(*ORDERED_COLUMNS).where(ev.c.position > where.after)
         if where.account is not None or where.tool is not None:
             # Only job streams carry an account or a tool; the read model knows which is whose.
             owned = select(literal("job-").concat(jobs.c.job_id)).where(
                 *job_scope(where.account, where.tool)
             )
-            query = query.where(events.c.stream_id.in_(owned))
+            query = query.where(ev.c.stream_id.in_(owned))
         if where.type is not None:
-            query = query.where(events.c.type == where.type)
+            query = query.where(ev.c.type == where.type)
         if where.code is not None:
-            query = query.where(events.c.code == where.code)
+            query = query.where(ev.c.code == where.code)
         if where.since is not None:
-            query = query.where(events.c.recorded_at >= where.since)
+            query = query.where(ev.c.recorded_at >= where.since)
         if where.until is not None:
-            query = query.where(events.c.recorded_at < where.until)
-        query = query.order_by(events.c.position).limit(where.limit)
+            query = query.where(ev.c.recorded_at < where.until)
+        query = query.order_by(ev.c.position).limit(where.limit)
         return [row_to_event(row) for row in self.conn.execute(query)]
 
     def last_event_by(self, actor: str) -> RecordedEvent | None:
@@ -187,21 +201,23 @@ class SqlReads(SqlJobReads, SqlOutboxReads, SqlWebhookReads, SqlFairnessReads, R
         return row_to_event(row) if row is not None else None
 
     def heads(self) -> Heads:
+        # At the sequencer's head: what a digest covers is the ledger in its one order.
+        ev = ledger_events
         position = int(self.conn.execute(_LAST_POSITION).scalar_one())
-        upto = events.c.position <= position
+        upto = ev.c.position <= position
         last = (
-            select(events.c.stream_id, func.max(events.c.stream_version).label("version"))
+            select(ev.c.stream_id, func.max(ev.c.stream_version).label("version"))
             .where(upto)
-            .group_by(events.c.stream_id)
+            .group_by(ev.c.stream_id)
             .subquery()
         )
-        query = select(events.c.stream_id, events.c.stream_version, events.c.hash).join(
+        query = select(ev.c.stream_id, ev.c.stream_version, ev.c.hash).join(
             last,
-            (events.c.stream_id == last.c.stream_id) & (events.c.stream_version == last.c.version),
+            (ev.c.stream_id == last.c.stream_id) & (ev.c.stream_version == last.c.version),
         )
         heads = {r.stream_id: (r.stream_version, r.hash) for r in self.conn.execute(query)}
-        count = self.conn.execute(select(func.count()).select_from(events).where(upto))
-        at = select(events.c.ledger_hash).where(events.c.position == position)
+        count = self.conn.execute(select(func.count()).select_from(ev).where(upto))
+        at = select(ev.c.ledger_hash).where(ev.c.position == position)
         return Heads(
             position=position,
             events=int(count.scalar_one()),

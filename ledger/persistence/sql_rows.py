@@ -1,6 +1,6 @@
-"""What the SQL reads share: the event columns and how a row becomes a `RecordedEvent`, the
-event page every reader tails by, a job's error cause and account/tool scope, as SQLAlchemy
-Core expressions (Postgres and SQLite)."""
+"""What the SQL reads share: the event columns (as written, and in ledger order) and how a
+row becomes a `RecordedEvent`, the event page every reader tails by (in ledger order), a job's
+error cause and account/tool scope, as SQLAlchemy Core expressions (Postgres and SQLite)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from sqlalchemy import ColumnElement, and_, bindparam, select, true
 
 from ledger.clock import utc
 from ledger.events import RecordedEvent
-from ledger.persistence.schema import events, jobs
+from ledger.persistence.schema import events, jobs, ledger_events
 
 if TYPE_CHECKING:  # Row's type parameters differ across SQLAlchemy 2.x releases
     from sqlalchemy import Row
@@ -33,10 +33,18 @@ EVENT_COLUMNS = (
     events.c.hash,
     events.c.ledger_hash,
 )
+# The same columns in ledger order (`ledger_events`): every reader that tails the ledger or
+# walks it whole reads these, so what it sees is sequenced, once, in one dense order. Stream
+# reads take EVENT_COLUMNS from `events` itself (a stream's own order is its versions), where on
+# Postgres `position` is the row's write position and `ledger_hash` is not yet known.
+ORDERED_COLUMNS = (
+    *(ledger_events.c[c.name] for c in EVENT_COLUMNS),
+    ledger_events.c.write_position,
+)
 PAGE = (
-    select(*EVENT_COLUMNS)
-    .where(events.c.position > bindparam("after"))
-    .order_by(events.c.position)
+    select(*ORDERED_COLUMNS)
+    .where(ledger_events.c.position > bindparam("after"))
+    .order_by(ledger_events.c.position)
     .limit(bindparam("limit"))
 )
 # A job's error cause, read from its view (the brake a BRAKE_ENGAGED names, the silence an
@@ -58,7 +66,14 @@ def row_to_event(row: RowT) -> RecordedEvent:
         prev_hash=row.prev_hash,
         hash=row.hash,
         ledger_hash=row.ledger_hash,
+        # In ledger order only, and only where it differs (Postgres).
+        write_position=_write_position(row),
     )
+
+
+def _write_position(row: RowT) -> int | None:
+    written = getattr(row, "write_position", None)
+    return None if written is None or written == row.position else int(written)
 
 
 def job_scope(account: str | None, tool: str | None) -> list[ColumnElement[bool]]:

@@ -1,11 +1,14 @@
 """The SQL event store (Postgres and SQLite): append with an expected version, read, tail.
 
-Positions become visible in commit order, not insert order. A reader tailing "after position
-N" would skip a lower position that commits after a higher one, so every appending
-transaction on Postgres takes one transaction-level advisory lock just before it reads the
-head and holds it to commit: positions are handed out in commit order. SQLite writers are
-serialized by BEGIN IMMEDIATE to the same effect. Read models are updated inside the same
-transaction.
+Positions taken at insert become visible in commit order, not insert order, so a reader
+tailing "after position N" of `events` would skip a lower position that commits after a higher
+one. On Postgres writers commit concurrently (each holds only its streams' and keys' locks),
+and the sequencer gives every committed event its ledger position after commit
+(`outcomes_sequence`, ledger.services.sequencer): readers in ledger order read `ledger_events`,
+and a tailing read first has the events committed before it sequenced (`catch_up`). SQLite
+writers are serialized by BEGIN IMMEDIATE, so it sequences at write: each event's position is
+its ledger position and the store links it as it writes it. Read models are updated inside
+the same transaction.
 """
 
 from __future__ import annotations
@@ -31,9 +34,9 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql, sqlite
 
 from ledger.chain import event_rows, link_rows
-from ledger.clock import now
+from ledger.clock import now, utc
 from ledger.errors import ConcurrencyError, SchemaMissingError
-from ledger.events import NewEvent, RecordedEvent
+from ledger.events import JobAccepted, NewEvent, RecordedEvent
 from ledger.persistence import job_batch, privileges
 from ledger.persistence.appends import Appended, JobAppend, JobAppended
 from ledger.persistence.base import (
@@ -42,6 +45,7 @@ from ledger.persistence.base import (
     OnJobs,
     Progress,
     Reads,
+    SequencerLeader,
     Store,
     Writes,
     counted,
@@ -57,12 +61,17 @@ from ledger.persistence.sql_reads import SqlReads
 from ledger.persistence.sql_rows import PAGE, row_to_event
 from ledger.persistence.sql_webhooks import SqlWebhookWrites
 from ledger.privileges import ConnectedRole
+from ledger.queries import OrderProblems, SequencerState
 
 if TYPE_CHECKING:
     from ledger.persistence.sql_rows import RowT
 
-# pg_advisory_xact_lock key for appends ("outc" "appd").
+# pg_advisory_xact_lock key for appends ("outc" "appd"): every append takes it shared, and
+# only a read-model rebuild exclusive (nothing lands half-way through it).
 APPEND_LOCK_KEY = 0x6F757463_61707064 & 0x7FFFFFFFFFFFFFFF
+# One tick of the sequencer: waiting for one under way (a reader that must see what committed
+# before it asked), or not (the sequencer's loop: -1 when another process is ticking).
+_SEQUENCE = "SELECT outcomes_sequence(%s)"
 
 _HEAD = (
     select(events.c.stream_version, events.c.hash)
@@ -73,8 +82,42 @@ _HEAD = (
 _INSERT = insert(events).returning(
     events.c.position, events.c.ledger_hash, sort_by_parameter_order=True
 )
+# The events of transactions that committed after the last tick's snapshot: what the next
+# tick gives positions to (the same test as `outcomes_sequence`'s).
+_NOT_YET = """
+    FROM events e, ledger_sequencer s
+   WHERE s.id = 1
+     AND (e.txid >= pg_snapshot_xmax(s.snapshot::pg_snapshot)
+          OR e.txid = ANY (ARRAY(SELECT pg_snapshot_xip(s.snapshot::pg_snapshot))))
+     AND pg_visible_in_snapshot(e.txid, pg_current_snapshot())
+"""
+_SEQUENCER_STATE = text(
+    "SELECT s.head, s.dense_from, s.ticks, s.ticked_at,"
+    f" (SELECT count(*) {_NOT_YET}) AS waiting,"
+    " (SELECT extract(epoch FROM clock_timestamp() - min(e.recorded_at))"
+    f" {_NOT_YET}) AS lag_s"
+    " FROM ledger_sequencer s WHERE s.id = 1"
+)
+# A committed event the sequencer's last snapshot already saw, yet with no order row.
+_UNSEQUENCED = text(
+    "SELECT e.position FROM events e, ledger_sequencer s"
+    " WHERE s.id = 1"
+    " AND (e.txid IS NULL OR pg_visible_in_snapshot(e.txid, s.snapshot::pg_snapshot))"
+    " AND NOT EXISTS (SELECT 1 FROM ledger_order o WHERE o.event_position = e.position)"
+    " ORDER BY e.position"
+)
+_ORPHANED = text(
+    "SELECT o.position FROM ledger_order o"
+    " WHERE NOT EXISTS (SELECT 1 FROM events e WHERE e.position = o.event_position)"
+    " ORDER BY o.position"
+)
+_DUPLICATED = text(
+    "SELECT o.event_position FROM ledger_order o"
+    " GROUP BY o.event_position HAVING count(*) > 1 ORDER BY o.event_position"
+)
 _LAST_LEDGER_HASH = select(events.c.ledger_hash).order_by(events.c.position.desc()).limit(1)
 _LOCK = text("SELECT pg_advisory_xact_lock(:k)")
+_LOCK_SHARED = text("SELECT pg_advisory_xact_lock_shared(:k)")
 _RENEW = (
     update(leases)
     .where(tuple_(leases.c.job_id, leases.c.attempt).in_(bindparam("held", expanding=True)))
@@ -92,6 +135,13 @@ def _call_batch(conn: Any, body: str) -> Any:
     assert isinstance(conn, psycopg.Connection)
     with translated():
         row = conn.execute(job_batch.CALL, (body,)).fetchone()
+    assert row is not None
+    return row[0]
+
+
+def _scalar(conn: psycopg.Connection[Any], sql: str, params: tuple[Any, ...]) -> Any:
+    with translated():
+        row = conn.execute(sql, params).fetchone()
     assert row is not None
     return row[0]
 
@@ -119,7 +169,7 @@ class SqlWrites(SqlReads, SqlOutboxWrites, SqlWebhookWrites, Writes):
         super().__init__(conn)
         self._projections = projections
         self._lease_upsert = upsert
-        self._locked = False
+        self._appending = False  # the append lock is held (shared, or exclusive)
         self._postgres = conn.dialect.name == "postgresql"
 
     def append(
@@ -130,15 +180,15 @@ class SqlWrites(SqlReads, SqlOutboxWrites, SqlWebhookWrites, Writes):
     ) -> Appended:
         if not new_events:
             return Appended([], None)
-        # Lock first: then the head read sees every append committed before ours.
-        self.lock_positions()
+        # Lock first: then the head read sees every append to the stream committed before ours.
+        self._lock_stream(stream_id, new_events)
         with translated(stream_id=stream_id):
             row = self.conn.execute(_HEAD, {"stream_id": stream_id}).first()
         version, prev_hash = (row.stream_version, row.hash) if row else (0, None)
         if expected_version is not None and expected_version != version:
             raise ConcurrencyError(stream_id, expected_version, version)
         rows = event_rows(stream_id, new_events, version, prev_hash, now())
-        if not self._postgres:  # Postgres links them in a trigger, whoever inserts
+        if not self._postgres:  # sequenced at write; Postgres's sequencer links after commit
             with translated(stream_id=stream_id):
                 link_rows(self.conn.execute(_LAST_LEDGER_HASH).scalar(), rows)
         with translated(stream_id=stream_id, event_id=str(new_events[0].event_id)):
@@ -160,7 +210,7 @@ class SqlWrites(SqlReads, SqlOutboxWrites, SqlWebhookWrites, Writes):
             return super().append_jobs(items)
 
         # On the transaction's own psycopg connection: SQLAlchemy's statement work would be
-        # client time spent holding the append lock, which the call took.
+        # client time spent holding the stream locks, which the call took.
         driver = self.conn.connection.driver_connection
         return job_batch.run(items, now(), lambda body: _call_batch(driver, body))
 
@@ -172,11 +222,35 @@ class SqlWrites(SqlReads, SqlOutboxWrites, SqlWebhookWrites, Writes):
     def lock(self, *key: str, shared: bool = False) -> None:
         lock(self.conn, key, shared=shared)
 
-    def lock_positions(self) -> None:
-        """Hold the append lock to commit: no other append gets a position meanwhile."""
-        if self._postgres and not self._locked:
+    def hold_appends(self) -> None:
+        """Hold the append lock exclusive to commit: no other append lands meanwhile (a
+        read-model rebuild). Taken first in its transaction."""
+        if self._postgres and not self._appending:
             self.conn.execute(_LOCK, {"k": APPEND_LOCK_KEY})
-            self._locked = True
+            self._appending = True
+
+    def sequence(self, *, wait: bool = True) -> int:
+        """A sequencer tick inside this transaction (a rebuild's: every event committed before
+        it then has its place in ledger order)."""
+        if not self._postgres:
+            return 0
+        return int(
+            self.conn.execute(text("SELECT outcomes_sequence(:w)"), {"w": wait}).scalar_one()
+        )
+
+    def _lock_stream(self, stream_id: str, new_events: Sequence[NewEvent]) -> None:
+        """On Postgres, the locks `outcomes_append_jobs` takes for the same write: the append
+        lock shared, then the stream's lock, and a new job's idempotency key."""
+        if not self._postgres:
+            return  # BEGIN IMMEDIATE already serializes every writer
+        if not self._appending:
+            self.conn.execute(_LOCK_SHARED, {"k": APPEND_LOCK_KEY})
+            self._appending = True
+        lock(self.conn, ("stream", stream_id))
+        payload = new_events[0].payload
+        key = getattr(payload, "idempotency_key", None)
+        if isinstance(payload, JobAccepted) and key:
+            lock(self.conn, ("idempotency", payload.account, key))
 
     def start_lease(self, job_id: str, attempt: int, worker: str, expires_at: datetime) -> None:
         values = {"job_id": job_id, "attempt": attempt, "worker": worker, "expires_at": expires_at}
@@ -231,7 +305,9 @@ class SqlStore(Store):
     @contextmanager
     def snapshot(self) -> Iterator[Reads]:
         """On Postgres one REPEATABLE READ transaction: every statement sees the moment of the
-        first. SQLite's read transaction (WAL) already keeps the snapshot of its first read."""
+        first (the events committed before it sequenced first, so its ledger order is whole).
+        SQLite's read transaction (WAL) already keeps the snapshot of its first read."""
+        self.sequence()
         if self.dialect != "postgresql":
             with self.reading() as reads:
                 yield reads
@@ -256,6 +332,7 @@ class SqlStore(Store):
             yield SqlReads(conn.execution_options(isolation_level="AUTOCOMMIT"))
 
     def read_after(self, position: int, limit: int = 1000) -> list[RecordedEvent]:
+        self.sequence()
         return [row_to_event(row) for row in self._read_page(position, limit)]
 
     def _read_page(self, after: int, limit: int) -> Sequence[RowT]:
@@ -263,7 +340,37 @@ class SqlStore(Store):
             return conn.execute(PAGE, {"after": after, "limit": limit}).all()
 
     def iter_events(self, batch: int = 5000) -> Iterator[RecordedEvent]:
+        self.sequence()
         return (row_to_event(row) for row in _pages(self._read_page, batch))
+
+    def sequence(self, *, wait: bool = True) -> int:
+        if self.dialect != "postgresql":
+            return 0
+        return int(self._autocommit(lambda conn: _scalar(conn, _SEQUENCE, (wait,))))
+
+    def sequencer_state(self) -> SequencerState | None:
+        if self.dialect != "postgresql":
+            return None
+        with self.connection() as conn, translated():
+            row = conn.execute(_SEQUENCER_STATE).one()
+        return SequencerState(
+            head=int(row.head),
+            dense_from=int(row.dense_from),
+            ticks=int(row.ticks),
+            ticked_at=utc(row.ticked_at),
+            waiting=int(row.waiting),
+            lag_s=float(row.lag_s or 0.0),
+        )
+
+    def order_problems(self) -> OrderProblems | None:
+        if self.dialect != "postgresql":
+            return None
+        with self.connection() as conn, translated():
+            return OrderProblems(
+                unsequenced=[int(p) for p in conn.execute(_UNSEQUENCED).scalars()],
+                orphaned=[int(p) for p in conn.execute(_ORPHANED).scalars()],
+                duplicated=[int(p) for p in conn.execute(_DUPLICATED).scalars()],
+            )
 
     def append_jobs(self, items: Sequence[JobAppend]) -> list[JobAppended]:
         """On Postgres, one round trip: the batch is one statement in its own (autocommit)
@@ -273,6 +380,9 @@ class SqlStore(Store):
         return job_batch.run(items, now(), self._call_alone)
 
     def _call_alone(self, body: str) -> Any:
+        return self._autocommit(lambda conn: _call_batch(conn, body))
+
+    def _autocommit(self, call: Callable[[psycopg.Connection[Any]], Any]) -> Any:
         # psycopg directly, in autocommit: SQLAlchemy's per-statement work would cost as much
         # client time as the statement itself on this path (bench.append, bench.roundtrips).
         with translated():  # connecting fails too while the server is away
@@ -283,7 +393,7 @@ class SqlStore(Store):
             try:
                 with translated():
                     conn.autocommit = True
-                    answer = _call_batch(conn, body)
+                    answer = call(conn)
                     conn.autocommit = False  # as the pool lends it to SQLAlchemy
             except BaseException:
                 pooled.invalidate()  # in whatever state the failure left it: never again
@@ -305,7 +415,8 @@ class SqlStore(Store):
 
     def rebuild_read_models(self, progress: Progress | None = None) -> int:
         with self.transaction() as tx:
-            tx.lock_positions()  # appends wait for it, so nothing lands half-way
+            tx.hold_appends()  # appends wait for it, so nothing lands half-way
+            tx.sequence(wait=True)  # and every event committed before it is in ledger order
             return rebuild(tx.conn, self.projections, counted(tx.iter_events(), progress))
 
     def upgrade_schema(self) -> tuple[str | None, str | None]:
@@ -334,6 +445,14 @@ class SqlStore(Store):
         from ledger.persistence import migrate
 
         return migrate.grant_script(self.engine, role)
+
+    def sequencer_leader(self) -> SequencerLeader | None:
+        if self.dialect != "postgresql":
+            return None
+        from ledger.persistence.sequencer_session import SequencerSession
+
+        dsn = self.engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
+        return SequencerSession(dsn)
 
     def job_listener(self, on_jobs: OnJobs, on_connect: OnConnect) -> Listener | None:
         if self.dialect != "postgresql":

@@ -19,7 +19,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from ledger.clock import utc
 from ledger.events import TERMINAL_EVENT_TYPES, job_id_of
 from ledger.persistence.schema import (
-    events,
+    ledger_events,
     webhook_attempts,
     webhook_cursor,
     webhook_deliveries,
@@ -77,19 +77,28 @@ class SqlWebhookReads:
 
     def terminal_events_after(self, after: int, upto: int, limit: int) -> list[TerminalEvent]:
         query = (
-            select(events.c.position, events.c.event_id, events.c.stream_id)
+            select(ledger_events.c.position, ledger_events.c.event_id, ledger_events.c.stream_id)
             .where(
-                events.c.position > after,
-                events.c.position <= upto,
-                events.c.type.in_(_TERMINAL),
+                ledger_events.c.position > after,
+                ledger_events.c.position <= upto,
+                ledger_events.c.type.in_(_TERMINAL),
             )
-            .order_by(events.c.position)
+            .order_by(ledger_events.c.position)
             .limit(limit)
         )
         return [
             TerminalEvent(row.position, str(row.event_id), job_id_of(row.stream_id))
             for row in self.conn.execute(query)
         ]
+
+    def registered_at(self, hooks: Sequence[WebhookView]) -> dict[str, int]:
+        written = {h.since_position: h.webhook_id for h in hooks}
+        if not written:
+            return {}
+        query = select(ledger_events.c.write_position, ledger_events.c.position).where(
+            ledger_events.c.write_position.in_(sorted(written))
+        )
+        return {written[row.write_position]: int(row.position) for row in self.conn.execute(query)}
 
     def deliveries(self, webhook_id: str, limit: int) -> list[Delivery]:
         query = (

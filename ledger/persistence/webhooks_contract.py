@@ -35,6 +35,11 @@ class WebhookReads(ABC):
         at most `limit`."""
 
     @abstractmethod
+    def registered_at(self, hooks: Sequence[WebhookView]) -> dict[str, int]:
+        """Each webhook's registration's ledger position, by webhook id; a registration not
+        yet sequenced is missing (`since_position` is where its row was written)."""
+
+    @abstractmethod
     def deliveries(self, webhook_id: str, limit: int) -> list[Delivery]:
         """The webhook's deliveries, the latest outcome first, at most `limit`."""
 

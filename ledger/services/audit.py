@@ -14,6 +14,7 @@ from ledger.chain import DIGEST_KINDS, VerifyReport, verify_chain
 from ledger.clock import now
 from ledger.digest import Digest
 from ledger.events import RecordedEvent
+from ledger.order_check import order_findings
 from ledger.persistence.base import Reads
 from ledger.queries import EventFilter, JobSummary
 from ledger.read_model_check import ReadModelReport, Replay
@@ -24,7 +25,7 @@ Progress = Callable[[int], None]  # called with the number of events just handle
 
 
 def events(ledger: Ledger, where: EventFilter) -> list[RecordedEvent]:
-    with ledger.store.reading() as reads:
+    with ledger.store.in_order() as reads:
         return reads.find_events(where)
 
 
@@ -74,7 +75,7 @@ class LedgerHead:
 
 def head(ledger: Ledger) -> LedgerHead:
     """Two index reads, whatever the ledger's size (the console's audit page)."""
-    with ledger.store.reading() as reads:
+    with ledger.store.in_order() as reads:
         last = reads.last_position()
         found = reads.find_events(EventFilter(after=max(last - 1, 0), limit=1)) if last else []
     if not found:
@@ -83,8 +84,9 @@ def head(ledger: Ledger) -> LedgerHead:
 
 
 def take_digest(ledger: Ledger) -> Digest:
-    """The head of every stream up to the current last position."""
-    with ledger.store.reading() as reads:
+    """The head of every stream up to the current last position (the sequencer's head, once
+    what committed before is sequenced)."""
+    with ledger.store.in_order() as reads:
         seen = reads.heads()
     return Digest(
         created_at=now(),
@@ -99,7 +101,21 @@ def verify(
     ledger: Ledger, digest: Digest | None = None, progress: Progress | None = None
 ) -> VerifyReport:
     """Recompute every hash and link; with a digest, prove the ledger still extends it."""
-    return verify_chain(every_event(ledger, progress), digest.checkpoint if digest else None)
+    found = every_event(ledger, progress)
+    report = verify_chain(found, digest.checkpoint if digest else None, _dense_from(ledger))
+    return _with_order_findings(ledger, report)
+
+
+def _dense_from(ledger: Ledger) -> int | None:
+    state = ledger.store.sequencer_state()
+    return state.dense_from if state is not None else None
+
+
+def _with_order_findings(ledger: Ledger, report: VerifyReport) -> VerifyReport:
+    found = ledger.store.order_problems()
+    if found is not None:
+        report.problems.extend(order_findings(found))
+    return report
 
 
 @dataclass(frozen=True)
@@ -133,14 +149,16 @@ def verify_all(
 ) -> Verification:
     """`verify`, and the read models rebuilt in memory from the same events and compared with
     the stored ones, and each published digest checked, all in one snapshot of the ledger."""
+    dense_from = _dense_from(ledger)
     with ledger.store.snapshot() as reads:
         replay = Replay()
         found = _pages(reads, page)
         counted = _counting(found, progress) if progress is not None else found
-        chain = verify_chain(replay.watch(counted), digest.checkpoint if digest else None)
+        checkpoint = digest.checkpoint if digest else None
+        chain = verify_chain(replay.watch(counted), checkpoint, dense_from)
         read_models = replay.compare(lambda model: _stored_rows(reads, model, page))
         digests = [_check_digest(reads, source, d, page) for source, d in against]
-    return Verification(chain, read_models, digests)
+    return Verification(_with_order_findings(ledger, chain), read_models, digests)
 
 
 def load_digests(directory: Path) -> list[tuple[Path, Digest]]:

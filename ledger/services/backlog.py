@@ -60,7 +60,7 @@ class BacklogGauge:
 
     def _sample(self) -> None:
         try:
-            with self.ledger.store.reading() as reads:
+            with self.ledger.store.in_order() as reads:
                 position = reads.last_position()
                 waiting = reads.waiting_count()
                 starts = (

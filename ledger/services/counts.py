@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from ledger.brake_view import BrakeView
 from ledger.event_log import FINDINGS, finding_cause
-from ledger.queries import EventFilter, JobCount
+from ledger.queries import EventFilter, JobCount, SequencerState
 from ledger.queueing import DispatchSummary
 from ledger.services.ledger import Ledger
 from ledger.services.reconcile import ACTOR as RECONCILER
@@ -29,13 +29,15 @@ class LedgerCounts:
     brakes: list[BrakeView]  # active
     findings: dict[tuple[str, str], int]  # (finding, cause) -> reconciler findings recorded
     dispatch: DispatchSummary  # the outbox: waiting, unconfirmed, the oldest wait
+    # Where the sequencer stood before this read caught up (None: sequenced at write).
+    sequencer: SequencerState | None = None
 
 
 class FindingTally:
     """The reconciler's findings by kind and cause, counted from its events.
 
     The events are read once: each read continues after the position the last one reached
-    (positions are handed out in commit order, so nothing can appear behind it later), so a
+    (ledger positions are given in commit order, so nothing can appear behind it later), so a
     scrape costs the events recorded since the previous one, not the whole ledger."""
 
     def __init__(self) -> None:
@@ -55,7 +57,7 @@ class FindingTally:
         after = self._after
         while True:
             where = EventFilter(type=event_type, after=after, limit=PAGE)
-            with ledger.store.reading() as reads:
+            with ledger.store.reading() as reads:  # below `upto`: sequenced already
                 page = reads.find_events(where)
             for event in page:
                 if event.position <= upto and event.actor == RECONCILER:
@@ -66,9 +68,12 @@ class FindingTally:
 
 
 def read(ledger: Ledger, tally: FindingTally) -> LedgerCounts:
-    with ledger.store.reading() as reads:
+    # The lag as the sequencer left it: the in-order read below sequences what is waiting.
+    sequencer = ledger.store.sequencer_state()
+    with ledger.store.in_order() as reads:
         position = reads.last_position()
         jobs = reads.count_jobs()
         brakes = reads.active_brakes()
         dispatch = reads.dispatch_summary()
-    return LedgerCounts(position, jobs, brakes, tally.update(ledger, position), dispatch)
+    findings = tally.update(ledger, position)
+    return LedgerCounts(position, jobs, brakes, findings, dispatch, sequencer)

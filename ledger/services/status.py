@@ -25,7 +25,7 @@ class LedgerStatus:
 
 
 def ledger_status(ledger: Ledger) -> LedgerStatus:
-    with ledger.store.reading() as reads:
+    with ledger.store.in_order() as reads:
         found = reads.summarize_jobs(None, None, None, None)
         brakes = reads.active_brakes()
         last = reads.last_event_by(RECONCILER)

@@ -120,17 +120,22 @@ class WebhookRelay:
     def enqueue(self) -> tuple[int, bool]:
         """Record the deliveries of one page of terminal events; (how many, more to read)."""
         moment = now()
+        self.ledger.store.sequence()  # what committed before this pass has its ledger place
         with self.ledger.store.transaction() as tx:
             tx.lock(LOCK)
             # The head first, the webhooks second: a webhook registered at or below the head
-            # has committed (positions commit in order), so it is among those read.
+            # has committed (ledger positions are given in commit order), so it is among
+            # those read.
             upto = tx.last_position()
             hooks = [h for h in tx.webhooks(None) if h.active]
             if not hooks:  # the cursor waits: it starts at the oldest registration anyway
                 return 0, False
+            # Each webhook wants the outcomes after its registration in ledger order; one not
+            # yet sequenced comes after the head, so nothing up to the head is for it.
+            placed = tx.registered_at(hooks)
+            after = {h.webhook_id: placed.get(h.webhook_id, upto) for h in hooks}
             # No webhook wants what was recorded before the oldest registration.
-            start = min(h.since_position for h in hooks)
-            cursor = max(tx.webhook_cursor() or 0, start)
+            cursor = max(tx.webhook_cursor() or 0, min(after.values()))
             found = tx.terminal_events_after(cursor, upto, PAGE)
             more = len(found) == PAGE
             views = tx.jobs_by_id(sorted({e.job_id for e in found}))
@@ -144,7 +149,7 @@ class WebhookRelay:
                     continue
                 body = envelope(view).model_dump_json()
                 for hook in by_account.get(view.account, []):
-                    if hook.since_position < event.position:
+                    if after[hook.webhook_id] < event.position:
                         new.append(
                             NewDelivery(
                                 hook.webhook_id,

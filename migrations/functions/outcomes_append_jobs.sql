@@ -5,12 +5,21 @@
 -- newest copy is this file. To change the function: edit this file, copy it into a new
 -- migration's snapshot, and run that snapshot in the migration.
 --
+-- Writers commit concurrently (0014): no lock is held by every writer. Each call takes, in one
+-- order (so two calls never wait on each other in a circle): the brakes lock, shared, for a
+-- claim or a submit that checks brakes (a pull or a release takes it exclusive); the append
+-- lock, shared (only a read-model rebuild takes it exclusive); then, sorted by key, each item's
+-- stream (exclusive), its new job's idempotency key (exclusive) and its token's stream
+-- (shared: a revocation appends to it). Ledger positions and the ledger-wide chain are given
+-- after commit by the sequencer (`outcomes_sequence`); the positions answered here are the
+-- rows' write positions.
+--
 -- Per item, in order: the submitting token exists and is not revoked (a token admitted from an API
 -- process's cache is re-checked here, with the decision: 'revoked'); the stream's head is the
 -- one the writer folded from ('conflict'); no brake in the item's scopes holds ('braked'); a
 -- terminal event is the stream's first ('terminal'); no event id was recorded before
--- ('duplicate'); a new job's idempotency key is free ('idempotency'). Then the events (chained
--- ledger-wide under the append lock), the read-model row, the lease and the notification.
+-- ('duplicate'); a new job's idempotency key is free ('idempotency'). Then the events, the
+-- read-model row, the lease and the notification.
 CREATE OR REPLACE FUNCTION outcomes_append_jobs(p_items jsonb) RETURNS jsonb
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -33,31 +42,50 @@ DECLARE
     head_type text;
     pos bigint;
     positions bigint[];
-    links text[];
-    link text;
     closing boolean;
     revoked boolean;
     revoked_for text;  -- the token `revoked` answers for (NULL: ask again)
+    key_lock record;
 BEGIN
-    -- A claim takes the brakes lock shared first, as `brake pull` takes it exclusive (and
-    -- before the append lock, in the order `brake pull` takes them: no deadlock).
+    -- The brakes lock first, in the order `brake pull` takes its locks (no deadlock).
     FOR i IN 0 .. n_items - 1 LOOP
-        IF (p_items->i->>'brakes_lock')::boolean THEN
+        IF (p_items->i->>'brakes_lock')::boolean
+           OR jsonb_typeof(p_items->i->'brake_scopes') = 'array' THEN
             PERFORM pg_advisory_xact_lock_shared(8031453480687395179);
             EXIT;
         END IF;
     END LOOP;
-    PERFORM pg_advisory_xact_lock(8031453480670490724);
-    -- Every writer holds the append lock to commit, so the newest event is the one the first
-    -- event inserted here follows; each next one follows the one inserted before it.
-    SELECT e.ledger_hash INTO link FROM events e ORDER BY e.position DESC LIMIT 1;
+    PERFORM pg_advisory_xact_lock_shared(8031453480670490724);
+    -- Then every key of the call, once each, in key order.
+    FOR key_lock IN
+        SELECT k.key, bool_and(k.shared) AS shared FROM (
+            SELECT outcomes_lock_key(ARRAY['stream', it->>'stream_id']) AS key, false AS shared
+              FROM jsonb_array_elements(p_items) it
+            UNION ALL
+            SELECT outcomes_lock_key(ARRAY['idempotency', it->'job'->>'account',
+                                           it->'job'->>'idempotency_key']), false
+              FROM jsonb_array_elements(p_items) it
+             WHERE it->'job'->>'idempotency_key' IS NOT NULL
+               AND (it->'events'->0->>'stream_version')::integer = 1  -- a new job's key
+            UNION ALL
+            SELECT outcomes_lock_key(ARRAY['stream', 'token-' || (it->>'token_id')]), true
+              FROM jsonb_array_elements(p_items) it
+             WHERE it->>'token_id' IS NOT NULL
+        ) k GROUP BY k.key ORDER BY k.key
+    LOOP
+        IF key_lock.shared THEN
+            PERFORM pg_advisory_xact_lock_shared(key_lock.key);
+        ELSE
+            PERFORM pg_advisory_xact_lock(key_lock.key);
+        END IF;
+    END LOOP;
     FOR i IN 0 .. n_items - 1 LOOP
         item := p_items->i;
         stream := item->>'stream_id';
         job := item->'job';
         item_events := item->'events';
         IF item->>'token_id' IS NOT NULL THEN
-            -- Under the append lock a revocation is in or out for the whole call: asked once
+            -- Under the token's lock a revocation is in or out for the whole call: asked once
             -- per token.
             IF revoked_for IS DISTINCT FROM item->>'token_id' THEN
                 revoked_for := item->>'token_id';
@@ -81,7 +109,7 @@ BEGIN
             CONTINUE;
         END IF;
         IF jsonb_typeof(item->'brake_scopes') = 'array' THEN
-            -- The brakes cannot change under the append lock but by this call's own events
+            -- The brakes cannot change under the brakes lock but by this call's own events
             -- (see below), so the same scopes get the same answer: asked once.
             IF held_for IS DISTINCT FROM item->'brake_scopes' THEN
                 held_for := item->'brake_scopes';
@@ -130,18 +158,15 @@ BEGIN
             END IF;
         END IF;
         positions := '{}';
-        links := '{}';
         FOR k IN 0 .. n_events - 1 LOOP
             ev := item_events->k;
-            link := encode(sha256(convert_to(coalesce(link, '') || ':' || (ev->>'hash'), 'UTF8')), 'hex');
             INSERT INTO events (stream_id, stream_version, event_id, type, data, code, actor,
-                                recorded_at, prev_hash, hash, ledger_hash)
+                                recorded_at, prev_hash, hash)
             VALUES (stream, (ev->>'stream_version')::integer, (ev->>'event_id')::uuid,
                     ev->>'type', ev->'data', ev->>'code', ev->>'actor',
-                    (ev->>'recorded_at')::timestamptz, ev->>'prev_hash', ev->>'hash', link)
+                    (ev->>'recorded_at')::timestamptz, ev->>'prev_hash', ev->>'hash')
             RETURNING position INTO pos;
             positions := positions || pos;
-            links := links || link;
             -- A pull, or an event after a pull in its stream, changes which brakes hold.
             IF ev->>'type' = 'brake.pulled' OR head_type = 'brake.pulled' THEN
                 held_for := NULL;
@@ -181,8 +206,7 @@ BEGIN
             PERFORM pg_notify('outcomes_jobs',
                               job->>'job_id' || CASE WHEN closing THEN '!' ELSE '' END);
         END IF;
-        results := results || jsonb_build_object('status', 'ok', 'positions', to_jsonb(positions),
-                                                 'ledger_hashes', to_jsonb(links));
+        results := results || jsonb_build_object('status', 'ok', 'positions', to_jsonb(positions));
     END LOOP;
     RETURN to_jsonb(results);
 END $$;

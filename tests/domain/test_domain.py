@@ -281,7 +281,7 @@ def relinked(events: list[RecordedEvent]) -> list[RecordedEvent]:
 
 
 def _fields(item: RecordedEvent) -> dict[str, Any]:
-    exclude = {"position", "hash", "ledger_hash"}
+    exclude = {"position", "hash", "ledger_hash", "write_position"}
     return item.model_dump(exclude=exclude) | {"event_id": str(item.event_id)}
 
 

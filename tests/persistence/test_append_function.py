@@ -46,10 +46,17 @@ def test_the_newest_migration_runs_the_current_function_whole() -> None:
     newest = max(p.name for p in (SCRIPT_LOCATION / "versions").glob("[0-9]*.py"))
     assert snapshots[-1].name[:4] <= newest[:4]
     body = CURRENT.read_text()
-    assert body.index(f"lock_shared({BRAKE_LOCK_KEY})") < body.index(f"lock({APPEND_LOCK_KEY})")
-    # A revoked token is asked after the append lock is taken: a revocation (which takes it
-    # too) is then either committed and seen, or not yet begun.
-    assert body.index(f"lock({APPEND_LOCK_KEY})") < body.index("'token.revoked'")
+    # Since 0014 no writer takes a lock every other writer waits for: the append lock is
+    # shared (only a rebuild takes it exclusive), after the brakes lock, as `brake pull` does.
+    assert f"lock({APPEND_LOCK_KEY})" not in body
+    shared = f"lock_shared({APPEND_LOCK_KEY})"
+    assert body.index(f"lock_shared({BRAKE_LOCK_KEY})") < body.index(shared)
+    # The streams', keys' and tokens' locks come after it, in key order; a revoked token is
+    # asked after them: a revocation (which takes its token's stream lock) is then either
+    # committed and seen, or not yet begun.
+    assert body.index(shared) < body.index("ORDER BY k.key") < body.index("'token.revoked'")
+    # Nothing links at write: the sequencer does, after commit.
+    assert "ledger_hash" not in body.split("BEGIN", 1)[1]
 
 
 def test_the_function_reads_the_newest_link_under_the_append_lock() -> None:

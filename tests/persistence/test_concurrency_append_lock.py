@@ -1,9 +1,11 @@
-"""Why appends take a lock, and that they do (contract §2).
+"""Why a tailing reader cannot read `events` by position, and how the store avoids it
+(contract §2).
 
 On a plain BIGSERIAL table, positions are handed out at insert but become visible at commit, so
-a reader paging "after position N" skips a lower position committed late. The store avoids the
-hazard: while one transaction holds an uncommitted append, every other append (another stream,
-another thread) waits, so positions are in commit order and a tailing reader sees neither yet.
+a reader paging "after position N" skips a lower position committed late. SQLite serializes
+writers (BEGIN IMMEDIATE), so its positions are in commit order. On Postgres writers do not wait
+for each other: the sequencer gives each committed event its ledger position after commit, in
+commit order, and readers tail ledger order.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import pytest
 from ledger.events import RecordedEvent, job_stream
 from ledger.persistence.appends import NO_STREAM
 from ledger.persistence.sql_store import SqlStore
-from tests.concurrent_writers import JOIN_TIMEOUT_S, accepted_event, psycopg_dsn, wait_until
+from tests.concurrent_writers import JOIN_TIMEOUT_S, accepted_event, psycopg_dsn
 
 
 def _scalar(conn: psycopg.Connection[tuple[int]], sql: str) -> int:
@@ -72,11 +74,13 @@ def _sessions_waiting_on_a_lock(dsn: str) -> int:
         )
 
 
-def test_an_uncommitted_append_holds_back_every_other_append(
+def test_an_uncommitted_append_never_lets_a_tailing_reader_skip_it(
     database_url: str, store: SqlStore
 ) -> None:
-    """While transaction A holds a position uncommitted, B (another stream, another thread)
-    cannot take a position or commit; so positions are in commit order."""
+    """While transaction A holds an uncommitted append, B (another stream, another thread)
+    appends. On SQLite B waits for A (BEGIN IMMEDIATE). On Postgres B commits at once, and the
+    sequencer puts it first: a tailing reader sees B, and A after B once A commits, never
+    skipping A although A took the lower write position."""
     stream_a, stream_b = job_stream(uuid.uuid4()), job_stream(uuid.uuid4())
     b_finished = threading.Event()
     b_recorded: list[RecordedEvent] = []
@@ -91,21 +95,28 @@ def test_an_uncommitted_append_holds_back_every_other_append(
             b_finished.set()
 
     b = threading.Thread(target=append_b, name="append-b", daemon=True)
+    postgres = store.dialect == "postgresql"
     with store.transaction() as tx:
         (a,) = tx.append(stream_a, [accepted_event(1)], NO_STREAM).events
         b.start()
-        if store.dialect == "postgresql":
-            dsn = psycopg_dsn(database_url)
-            wait_until(lambda: _sessions_waiting_on_a_lock(dsn) == 1, 30, "B to queue on a lock")
-        # (On SQLite, B queues in BEGIN IMMEDIATE behind A's write lock.)
-        assert not b_finished.wait(timeout=0.5), "B committed while A held an open position"
-        assert store.read_after(0) == []  # a tailing reader sees neither yet
+        if postgres:
+            assert b_finished.wait(timeout=60), "B waited for A: a lock every writer takes"
+            assert _sessions_waiting_on_a_lock(psycopg_dsn(database_url)) == 0
+            seen = store.read_after(0)
+            assert [e.stream_id for e in seen] == [stream_b]  # B alone: A is not committed
+            cursor = seen[-1].position
+        else:  # B queues in BEGIN IMMEDIATE behind A's write lock
+            assert not b_finished.wait(timeout=0.5), "B committed while A held an open position"
+            assert store.read_after(0) == []  # a tailing reader sees neither yet
+            cursor = 0
     assert b_finished.wait(timeout=60), "B never finished after A committed"
     b.join(timeout=JOIN_TIMEOUT_S)
     assert not b_errors, b_errors
     (b_event,) = b_recorded
-    assert a.position < b_event.position
-    assert [(e.stream_id, e.position) for e in store.read_after(0)] == [
-        (stream_a, a.position),
-        (stream_b, b_event.position),
-    ]
+    in_order = [(e.stream_id, e.position) for e in store.read_after(0)]
+    if postgres:
+        assert a.position < b_event.position  # A wrote first ...
+        assert in_order == [(stream_b, 1), (stream_a, 2)]  # ... and committed second
+        assert [e.stream_id for e in store.read_after(cursor)] == [stream_a]  # not skipped
+    else:
+        assert in_order == [(stream_a, a.position), (stream_b, b_event.position)]

@@ -40,8 +40,12 @@ DECLARED_INDEXES: list[Index] = sorted(
     key=lambda index: str(index.name),
 )
 PRIMARY_KEYS = frozenset(str(table.primary_key.name) for table in metadata.tables.values())
+# What Postgres alone has and the declared metadata leaves out: the writing transaction's id,
+# filled by its default and read by the sequencer only (migration 0014).
+POSTGRES_ONLY_COLUMNS = {("events", "txid")}
+POSTGRES_ONLY_INDEXES = {"ix_events_txid"}
 EXPECTED_TRIGGERS = {
-    "postgresql": {"events_no_update_delete", "events_no_truncate", "events_ledger_chain"},
+    "postgresql": {"events_no_update_delete", "events_no_truncate"},
     "sqlite": {"events_no_update", "events_no_delete"},
 }
 IMMUTABLE_FUNCTION = "outcomes_events_immutable"
@@ -88,9 +92,22 @@ def schema_diff(engine: Engine) -> list[Any]:
     """Alembic's autogenerate diff between the database and the declared metadata."""
     with engine.connect() as conn:
         context = MigrationContext.configure(
-            conn, opts={"compare_type": True, "compare_server_default": True}
+            conn,
+            opts={
+                "compare_type": True,
+                "compare_server_default": True,
+                "include_object": _declared_or_compared,
+            },
         )
         return list(compare_metadata(context, metadata))
+
+
+def _declared_or_compared(
+    item: Any, name: str | None, kind: str, reflected: bool, compare_to: Any
+) -> bool:
+    if kind == "column" and (item.table.name, name) in POSTGRES_ONLY_COLUMNS:
+        return False
+    return not (kind == "index" and name in POSTGRES_ONLY_INDEXES)
 
 
 def squash(sql: str) -> str:
@@ -108,6 +125,7 @@ def index_definitions(conn: Connection) -> dict[str, str]:
         rows = [
             (name, sql)
             for name, sql in conn.execute(text(query), {"tables": sorted(LEDGER_TABLES)})
+            if name not in POSTGRES_ONLY_INDEXES
         ]
     else:
         # Automatic indexes (sql IS NULL) back PRIMARY KEY / UNIQUE table constraints.

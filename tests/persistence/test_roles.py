@@ -182,9 +182,19 @@ def test_the_owner_can_still_rewrite_history_and_only_a_digest_kept_elsewhere_se
         ):
             conn.execute(b"DELETE FROM events")
         # The reviewer's attack, as the owner: the triggers are the owner's to switch off.
+        # The newest event in ledger order, and its order row: a consistent cut.
         with psycopg.connect(dsn(owner_url), autocommit=True) as conn:
             conn.execute(b"ALTER TABLE events DISABLE TRIGGER events_no_update_delete")
-            conn.execute(b"DELETE FROM events WHERE position = (SELECT max(position) FROM events)")
+            conn.execute(b"ALTER TABLE ledger_order DISABLE TRIGGER ledger_order_no_update_delete")
+            conn.execute(
+                b"DELETE FROM events WHERE position = "
+                b"(SELECT event_position FROM ledger_order ORDER BY position DESC LIMIT 1)"
+            )
+            conn.execute(
+                b"DELETE FROM ledger_order"
+                b" WHERE position = (SELECT max(position) FROM ledger_order)"
+            )
+            conn.execute(b"ALTER TABLE ledger_order ENABLE TRIGGER ledger_order_no_update_delete")
             conn.execute(b"ALTER TABLE events ENABLE TRIGGER events_no_update_delete")
         assert verify_store(app_store).ok  # a consistent rewrite: the chain alone cannot tell
         assert not verify_store(app_store, digest).ok  # the digest taken before can
@@ -216,7 +226,9 @@ def _delete_in_the_middle(conn: psycopg.Connection, jobs: list[str], gap: int) -
 
 
 def _insert_between(conn: psycopg.Connection, jobs: list[str], gap: int) -> str:
-    """A copy of a decision under a new stream, at a position an aborted insert left free."""
+    """A copy of a decision under a new stream, at a position an aborted insert left free. The
+    sequencer puts it at the end of ledger order, like any append (only order rows written by
+    hand could put it between others): its hash, copied, does not match its content."""
     conn.execute(
         "INSERT INTO events (position, stream_id, stream_version, event_id, type, data, code, "
         "actor, recorded_at, prev_hash, hash) SELECT %s, 'job-forged', 1, gen_random_uuid(), "
@@ -224,7 +236,7 @@ def _insert_between(conn: psycopg.Connection, jobs: list[str], gap: int) -> str:
         "AND stream_version = 1",
         (gap, f"job-{jobs[0]}"),
     )
-    return "ledger_chain_broken"
+    return "hash_mismatch"
 
 
 def _edit_a_read_model(conn: psycopg.Connection, jobs: list[str], gap: int) -> str:

@@ -34,6 +34,8 @@ EXPECTED = {
     "brakes": {"SELECT", "INSERT", "UPDATE", "DELETE"},
     "events": {"SELECT", "INSERT"},
     "ledger_meta": {"SELECT", "INSERT"},
+    "ledger_order": {"SELECT", "INSERT"},  # given by the sequencer, then never changed
+    "ledger_sequencer": {"SELECT", "INSERT", "UPDATE", "DELETE"},
     "jobs": {"SELECT", "INSERT", "UPDATE", "DELETE"},
     "leases": {"SELECT", "INSERT", "UPDATE", "DELETE"},
     "dispatches": {"SELECT", "INSERT", "UPDATE", "DELETE"},

@@ -131,8 +131,10 @@ def test_a_failed_transaction_leaves_no_event_and_no_read_model_row(any_store: S
     assert any_store.read_stream(rolled_back) == []
     assert job_status(any_store, rolled_back) is None
     assert job_status(any_store, committed) is Status.QUEUED
-    with any_store.reading() as reads:
-        assert reads.last_position() == any_store.read_stream(committed)[0].position
+    in_order = any_store.read_after(0)
+    assert [e.stream_id for e in in_order] == [committed]
+    with any_store.in_order() as reads:
+        assert reads.last_position() == in_order[0].position
 
 
 def test_read_model_follows_the_stream_in_the_same_transaction(any_store: Store) -> None:
@@ -183,9 +185,9 @@ def test_heads_name_every_streams_last_event(any_store: Store) -> None:
     one, two = fresh_job_stream(), fresh_job_stream()
     any_store.append(one, [accepted(), started()], NO_STREAM)
     last = any_store.append(two, [accepted()], NO_STREAM).events[-1]
-    with any_store.reading() as reads:
+    with any_store.in_order() as reads:
         heads = reads.heads()
-    assert heads.position == last.position and heads.events == 3
+    assert heads.position == any_store.read_after(0)[-1].position and heads.events == 3
     assert heads.heads[one] == (2, any_store.read_stream(one)[-1].hash)
     assert heads.heads[two] == (1, last.hash)
 

@@ -153,7 +153,7 @@ def test_the_backlog_figures(any_store: Store) -> None:
     running = fresh_job_stream()
     any_store.append(running, [accepted(start_within_s=600), started()], NO_STREAM)
     any_store.append(f"job-{a}", [started()], 1)
-    with any_store.reading() as reads:
+    with any_store.in_order() as reads:
         upto = reads.last_position()
         assert reads.waiting_count() == 1  # b; a and the other one are running
         assert reads.starts_between(before, upto) == 2

@@ -240,7 +240,7 @@ def test_find_events_filters_and_pages(any_store: Store) -> None:
     any_store.append(f"brake-{brake.brake_id}", [new(brake)], NO_STREAM)
 
     def find(**where: object) -> list[tuple[str, str]]:
-        with any_store.reading() as reads:
+        with any_store.in_order() as reads:
             found = reads.find_events(EventFilter(**where))  # type: ignore[arg-type]
         return [(e.stream_id, e.type) for e in found]
 

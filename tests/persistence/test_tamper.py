@@ -39,11 +39,14 @@ from tests.plugins.tampering import (
     _by_worker,
     around_the_triggers,
     forge,
+    place,
+    postgres,
     record_workload,
     relink,
     saved_digest,
     tamper_delete,
     tamper_set,
+    written_at,
 )
 
 # --- a. the database refuses changes to recorded events -------------------------------------
@@ -133,15 +136,13 @@ def test_a_row_deleted_mid_stream_is_found_at_the_event_after_the_gap(seeded: Se
     report = verify_store(seeded.store)
 
     next_in_ledger = _next_event(seeded, gone.position)
+    at_next = (next_in_ledger.stream_id, next_in_ledger.stream_version, next_in_ledger.position)
+    # Postgres's positions are dense (the sequencer's): the hole itself is a finding there.
+    gap = {(ProblemKind.POSITION_GAP, *at_next)} if postgres(seeded) else set()
     assert {(p.kind, p.stream_id, p.stream_version, p.position) for p in report.problems} == {
         (ProblemKind.VERSION_GAP, seeded.streams["retried"], 4, after_gap.position),
-        (
-            ProblemKind.LEDGER_CHAIN_BROKEN,
-            next_in_ledger.stream_id,
-            next_in_ledger.stream_version,
-            next_in_ledger.position,
-        ),
-    }
+        (ProblemKind.LEDGER_CHAIN_BROKEN, *at_next),
+    } | gap
     assert report.first_problem is not None
     assert report.first_problem.position == next_in_ledger.position
     assert report.events_checked == WORKLOAD_EVENTS - 1
@@ -161,6 +162,8 @@ def _broken_after(seeded: Seeded, positions: list[int]) -> set[tuple[ProblemKind
         after = [p for p in survivors if p > position]
         if after:
             found.add((ProblemKind.LEDGER_CHAIN_BROKEN, after[0]))
+            if postgres(seeded):  # dense positions: the hole is a finding too
+                found.add((ProblemKind.POSITION_GAP, after[0]))
     return found
 
 
@@ -217,12 +220,18 @@ def test_an_event_inserted_between_others_breaks_the_ledger_chain(seeded: Seeded
     newest event: its stream chain may look fine, the ledger chain does not."""
     gap = seeded.store.last_position()  # the newest event moves up one; its old place is free
     newest = _event_at(seeded, gap)
+    with around_the_triggers(seeded.url) as conn:
+        (written,) = written_at(conn, gap)  # where the newest was written: the forgery's row
     tamper_delete(seeded.url, gap)
     with around_the_triggers(seeded.url) as conn:
-        conn.execute(events.insert().values(**_columns(newest, position=gap + 1)))
-        forged = _columns(newest, position=gap, stream_id="job-forged", event_id=uuid.uuid4())
+        moved = written + 1
+        conn.execute(events.insert().values(**_columns(newest, position=moved)))
+        forged = _columns(newest, position=written, stream_id="job-forged", event_id=uuid.uuid4())
         forged["hash"] = _rehash(forged)
         conn.execute(events.insert().values(**forged))
+        # In ledger order too: the copy one place up, the forgery in its place with its link.
+        place(conn, gap + 1, moved, newest.ledger_hash or "")
+        place(conn, gap, written, forged["ledger_hash"])
 
     report = verify_store(seeded.store)
     assert (ProblemKind.LEDGER_CHAIN_BROKEN, gap) in {(p.kind, p.position) for p in report.problems}
@@ -233,7 +242,7 @@ def _event_at(seeded: Seeded, position: int) -> RecordedEvent:
 
 
 def _columns(event: RecordedEvent, **changes: Any) -> dict[str, Any]:
-    row = event.model_dump() | changes
+    row = event.model_dump(exclude={"write_position"}) | changes
     row["code"] = event.code.value if event.code else None
     return row
 
@@ -247,7 +256,13 @@ def test_a_row_slipped_into_a_gap_of_positions_is_found_against_a_digest(
     seeded: Seeded,
 ) -> None:
     """INSERT is allowed, and a failed append leaves a gap in positions: a forger who fills
-    the gap with a whole new, self-consistent stream is caught by the digest's span."""
+    the gap with a whole new, self-consistent stream is caught by the digest's span. On
+    Postgres the gap is in write positions only (ledger positions are dense), so the row filled
+    in is sequenced as the newest event, an append like any other: only a forger who also
+    rewrites ledger order puts it among the digest's span, and is caught there."""
+    if postgres(seeded):
+        _slipped_into_ledger_order(seeded)
+        return
     gap = seeded.store.last_position() + 1
     with around_the_triggers(seeded.url) as conn:  # burn a position, as a failed insert does
         if conn.dialect.name == "postgresql":
@@ -293,6 +308,49 @@ def test_a_row_slipped_into_a_gap_of_positions_is_found_against_a_digest(
         (ProblemKind.DIGEST_LEDGER_MISMATCH, None),
     }
     assert report.first_problem is not None and report.first_problem.position == gap
+
+
+def _slipped_into_ledger_order(seeded: Seeded) -> None:
+    with around_the_triggers(seeded.url) as conn:  # burn a write position, as a failed insert
+        gap = int(
+            conn.execute(
+                text("SELECT nextval(pg_get_serial_sequence('events', 'position'))")
+            ).scalar_one()
+        )
+    honest = job_stream(uuid.uuid4())
+    seeded.store.append(honest, [_accepted("tracker.read_issue", {"issue_ref": "T-9"})], 0)
+    digest = saved_digest(seeded.store)
+    assert digest.position == WORKLOAD_EVENTS + 1  # dense: the burnt position left no hole
+    assert verify_store(seeded.store, digest=digest).ok
+    with around_the_triggers(seeded.url) as conn:
+        conn.execute(events.insert().values(position=gap, **_forged_fields()))
+    naive = verify_store(seeded.store, digest=digest)  # sequenced after the digest's span
+    assert naive.ok, naive.problems
+    relink(seeded.url)  # a thorough forger renumbers ledger order by write position
+    alone = verify_store(seeded.store)
+    assert alone.ok, "the forged stream is internally consistent"
+    report = verify_store(seeded.store, digest=digest)
+    assert {(p.kind, p.position) for p in report.problems} == {
+        (ProblemKind.DIGEST_EXTRA, digest.position),  # the forgery took the honest one's place
+        (ProblemKind.DIGEST_LEDGER_MISMATCH, None),
+    }
+
+
+def _forged_fields() -> dict[str, Any]:
+    forged = _accepted("tracker.read_issue", {"issue_ref": "T-forged"})
+    fields: dict[str, Any] = {
+        "event_id": forged.event_id,
+        "stream_id": job_stream(uuid.uuid4()),
+        "stream_version": 1,
+        "type": "job.accepted",
+        "data": forged.payload.model_dump(mode="json"),
+        "code": None,
+        "actor": forged.actor,
+        "recorded_at": datetime.now(UTC),
+        "prev_hash": None,
+    }
+    fields["hash"] = event_hash(**(fields | {"event_id": str(forged.event_id)}))
+    return fields
 
 
 def test_a_rehashed_history_is_self_consistent_but_contradicts_an_earlier_digest(

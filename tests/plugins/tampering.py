@@ -11,9 +11,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from sqlalchemy import Connection, delete, select, update
+from sqlalchemy import Connection, delete, insert, select, update
 
 from ledger.chain import event_hash, ledger_link
+from ledger.clock import now
 from ledger.codes import Code
 from ledger.digest import Digest
 from ledger.error_info import ErrorInfo
@@ -34,7 +35,7 @@ from ledger.events import (
     job_stream,
 )
 from ledger.persistence.engine import make_engine
-from ledger.persistence.schema import events
+from ledger.persistence.schema import events, ledger_order, ledger_sequencer
 from ledger.persistence.sql_store import SqlStore
 from tests.factories import digest_of, verify_store
 
@@ -181,16 +182,46 @@ def around_the_triggers(url: str) -> Iterator[Connection]:
         engine.dispose()
 
 
+def written_at(conn: Connection, *positions: int) -> list[int]:
+    """Where the events at these ledger positions were written (on Postgres the sequencer
+    gives ledger positions after commit; SQLite writes each event at its ledger position)."""
+    if conn.dialect.name != "postgresql":
+        return list(positions)
+    query = select(ledger_order.c.position, ledger_order.c.event_position).where(
+        ledger_order.c.position.in_(positions)
+    )
+    found = dict(conn.execute(query).tuples().all())
+    return [int(found[p]) for p in positions]
+
+
 def tamper_set(url: str, position: int, **values: Any) -> None:
     with around_the_triggers(url) as conn:
-        changed = conn.execute(update(events).where(events.c.position == position).values(values))
+        (written,) = written_at(conn, position)
+        changed = conn.execute(update(events).where(events.c.position == written).values(values))
         assert changed.rowcount == 1
 
 
-def tamper_delete(url: str, *positions: int) -> None:
+def tamper_delete(url: str, *positions: int, orders: bool = True) -> None:
+    """Delete the events at these ledger positions and, unless `orders` is False (a forger who
+    knows only `events`), their order rows on Postgres."""
     with around_the_triggers(url) as conn:
-        gone = conn.execute(delete(events).where(events.c.position.in_(positions)))
+        written = written_at(conn, *positions)
+        gone = conn.execute(delete(events).where(events.c.position.in_(written)))
         assert gone.rowcount == len(positions)
+        if orders and conn.dialect.name == "postgresql":
+            conn.execute(delete(ledger_order).where(ledger_order.c.position.in_(positions)))
+
+
+def place(conn: Connection, position: int, written: int, ledger_hash: str) -> None:
+    """On Postgres, an order row by hand: the event written at `written` put at `position`
+    (SQLite writes each event at its ledger position: nothing to do)."""
+    if conn.dialect.name == "postgresql":
+        values = {"event_position": written, "ledger_hash": ledger_hash, "sequenced_at": now()}
+        conn.execute(insert(ledger_order).values(position=position, **values))
+
+
+def postgres(seeded: Seeded) -> bool:
+    return seeded.store.dialect == "postgresql"
 
 
 def saved_digest(store: SqlStore) -> Digest:
@@ -231,12 +262,29 @@ def forge(ledger: Seeded, name: str, version: int, data: dict[str, Any]) -> None
 
 def relink(url: str) -> None:
     """Recompute the ledger-wide chain over whatever the table now holds, as a thorough
-    forger would after cutting, inserting or rewriting events."""
+    forger would after cutting, inserting or rewriting events. On Postgres the order rows are
+    made again, dense from 1 in write order, and the sequencer's head with them."""
     with around_the_triggers(url) as conn:
         rows = conn.execute(select(events.c.position, events.c.hash).order_by(events.c.position))
+        if conn.dialect.name == "postgresql":
+            _reorder(conn, rows.tuples().all())
+            return
         link: str | None = None
         for position, hash_ in rows.all():
             link = ledger_link(link, hash_)
             conn.execute(
                 update(events).where(events.c.position == position).values(ledger_hash=link)
             )
+
+
+def _reorder(conn: Connection, rows: list[tuple[int, str]]) -> None:
+    conn.execute(delete(ledger_order))
+    link: str | None = None
+    for place, (written, hash_) in enumerate(rows, start=1):
+        link = ledger_link(link, hash_)
+        conn.execute(
+            insert(ledger_order).values(
+                position=place, event_position=written, ledger_hash=link, sequenced_at=now()
+            )
+        )
+    conn.execute(update(ledger_sequencer).values(head=len(rows), head_hash=link))

@@ -1,0 +1,73 @@
+"""The sequencer's loop (Postgres): run in every reconciler process, led by one of them.
+
+Writers commit without a ledger-wide lock; the leader gives each committed event its ledger
+position soon after (`Store.sequence`, one tick). It ticks again at once while ticks find
+events, and otherwise waits for the next job write's notification (or a short timeout, for the
+writes that notify nothing). The others bid for the lead every second, so a leader that dies
+is replaced. Nothing depends on the loop for correctness: a reader in ledger order sequences
+what committed before it first (`Store.in_order`); the loop keeps that wait, and the lag
+(`SequencerState.lag_s`), short.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from ledger.errors import StorageError
+from ledger.persistence.base import SequencerLeader
+from ledger.services.ledger import Ledger
+
+log = logging.getLogger(__name__)
+
+IDLE_WAIT_S = 0.05  # the longest an event that notifies nothing waits for its position
+FOLLOW_S = 1.0  # how often a follower bids for the lead
+RETRY_S = 1.0  # after a failure (the database away)
+
+
+class SequencerLoop:
+    def __init__(self, ledger: Ledger, *, idle_wait_s: float = IDLE_WAIT_S) -> None:
+        self.ledger = ledger
+        self.idle_wait_s = idle_wait_s
+        self.stopped = threading.Event()
+        self._leader: SequencerLeader | None = ledger.store.sequencer_leader()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def leading(self) -> bool:
+        return self._leader is not None and self._leader.leading
+
+    def start(self) -> None:
+        """In a thread of its own; nothing to do on a store that sequences at write."""
+        if self._leader is None or self._thread is not None:
+            return
+        self._thread = threading.Thread(target=self.run, name="sequencer", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self.stopped.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+            self._thread = None
+        if self._leader is not None:
+            self._leader.close()
+
+    def run(self) -> None:
+        leader = self._leader
+        while leader is not None and not self.stopped.is_set():
+            try:
+                self._step(leader)
+            except StorageError as exc:
+                log.warning("sequencer: %s; retrying in %.0f s", exc, RETRY_S)
+                leader.reset()
+                self.stopped.wait(RETRY_S)
+
+    def _step(self, leader: SequencerLeader) -> None:
+        if not leader.lead():
+            self.stopped.wait(FOLLOW_S)
+            return
+        found = leader.tick()
+        if found == 0:
+            leader.wait(self.idle_wait_s)
+        elif found < 0:  # a reader's tick was under way: it took what there was
+            leader.wait(0.002)
