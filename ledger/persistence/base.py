@@ -228,8 +228,10 @@ class Writes(Reads, OutboxWrites, WebhookWrites):
     def append_jobs(self, items: Sequence[JobAppend]) -> list[JobAppended]:
         """Append each item in this transaction; an item that cannot be appended reports why
         (its status) and leaves the others to commit."""
-        if any(item.brakes_lock for item in items):
-            self.lock(BRAKES_LOCK, shared=True)  # ordered against `brake pull`
+        if any(item.brakes_lock or item.brake_scopes for item in items):
+            # Ordered against `brake pull` and release, which take it exclusive (writers no
+            # longer share one lock that would order them).
+            self.lock(BRAKES_LOCK, shared=True)
         return [self._append_job(item) for item in items]
 
     def _append_job(self, item: JobAppend) -> JobAppended:

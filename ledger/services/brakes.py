@@ -34,6 +34,9 @@ def pull(ledger: Ledger, scope: str, reason: str, operator: str) -> BrakeView:
 def release(ledger: Ledger, brake_id: str, reason: str, operator: str) -> BrakeView:
     payload = BrakeReleased(brake_id=brake_id, reason=reason, operator=operator)
     with ledger.store.transaction() as tx:
+        # Exclusive, as a pull takes it: a claim or a submit checking brakes sees the release
+        # whole or not at all.
+        tx.lock(BRAKES_LOCK)
         current = tx.brake(brake_id)
         if current is None or not current.active:
             state = "already released" if current else "unknown"

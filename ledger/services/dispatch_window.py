@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 
 from ledger.clock import now
@@ -41,16 +41,24 @@ ACCOUNTS_PER_RELAY = 1000
 Publish = Callable[[Sequence[JobView]], list[Confirmation]]
 
 
-def admit(ledger: Ledger, accounts: Sequence[str], window: int) -> list[bool]:
+def admit(
+    ledger: Ledger,
+    accounts: Sequence[str],
+    window: int,
+    pending: Mapping[str, int] | None = None,
+) -> list[bool]:
     """Which of these new messages (by their jobs' accounts, in order) fit their account's
-    window now. Unknown accounts ("": a message of no account) always fit; so does every
-    message when the ledger cannot be read (fail open: the window is fairness, not safety)."""
+    window now, counting the `pending` ones (this process's, published and not yet recorded)
+    with those the ledger knows. Unknown accounts ("": a message of no account) always fit; so
+    does every message when the ledger cannot be read (fail open: the window is fairness, not
+    safety)."""
     named = sorted({a for a in accounts if a})
     if not named:
         return [True] * len(accounts)
     try:
         with ledger.store.quick_read() as reads:
             queued = Counter(reads.queued_by_account(named))
+        queued.update({a: n for a, n in (pending or {}).items() if a in queued or a in named})
     except LedgerError as exc:
         log.debug("dispatch window: not read now (%s); publishing all", exc)
         return [True] * len(accounts)

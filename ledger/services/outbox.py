@@ -30,7 +30,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -113,7 +113,16 @@ class Outbox:
         # What submit refuses by, sampled in the background: an inline outbox (a command, a
         # test) lives for one submit, too short to measure a drain rate, so it has none.
         self.backlog = BacklogGauge(ledger) if background else None
-        self._admitting = threading.Lock()  # one window admission at a time in this process
+        # One window admission at a time in this process, and never while a record of
+        # confirmations is between its commit and `_unrecorded` (it would count them twice).
+        self._admitting = threading.RLock()
+        # Admitted to a window and not yet recorded as confirmed (job id: account): the
+        # ledger's count cannot see them yet, so the next admission adds them.
+        self._unrecorded: dict[str, str] = {}
+        # Batches are admitted in the order they were taken (a window's first N are the
+        # account's first N, whichever thread publishes them): a ticket each, and the turn.
+        self._tickets = 0
+        self._turn = 0
         self._top_ups: dispatch_window.TopUps | None = None
 
     # --- sending ----------------------------------------------------------------------------
@@ -257,17 +266,38 @@ class Outbox:
             if fate is None
         ]
 
-    def _admitted(self, batch: list[_Job]) -> list[_Job]:
+    def _admitted(self, batch: list[_Job], ticket: int | None = None) -> list[_Job]:
         """The batch's messages that fit their accounts' windows; the rest stay accepted in
         the ledger, unpublished, for a top-up (none is dropped that has no record there: a
-        job's current wait is unconfirmed until a message of it is confirmed)."""
+        job's current wait is unconfirmed until a message of it is confirmed). A batch with a
+        ticket waits for the batches taken before it to be admitted."""
         window = self.ledger.limits.window
         if not window:
             return batch
+        if ticket is not None:
+            with self._cond:
+                self._cond.wait_for(lambda: self._turn >= ticket or self._stopping, timeout=30)
+        try:
+            return self._admit(batch, window)
+        finally:
+            if ticket is not None:
+                with self._cond:
+                    self._turn = max(self._turn, ticket + 1)
+                    self._cond.notify_all()
+
+    def _admit(self, batch: list[_Job], window: int) -> list[_Job]:
         with self._admitting:
             self._record(self._take_confirmed())  # so that the count sees this process's own
-            fits = dispatch_window.admit(self.ledger, [job.account for job in batch], window)
-        return [job for job, fit in zip(batch, fits, strict=True) if fit]
+            with self._cond:
+                pending = Counter(self._unrecorded.values())
+            accounts = [job.account for job in batch]
+            fits = dispatch_window.admit(self.ledger, accounts, window, pending)
+            admitted = [job for job, fit in zip(batch, fits, strict=True) if fit]
+            with self._cond:
+                self._unrecorded.update(
+                    (job.job_id, job.account) for job in admitted if job.account
+                )
+        return admitted
 
     # --- the publishing threads ------------------------------------------------------------
 
@@ -293,14 +323,16 @@ class Outbox:
                     self._cond.wait(self._until_next_try())
                     batch = self._next_batch()
                 self._in_flight += 1
+                ticket, self._tickets = self._tickets, self._tickets + 1
             try:
-                self._publish(self._admitted(batch))
+                self._publish(self._admitted(batch, ticket))
             except Exception:  # a bug, not the broker: keep the jobs and the thread
                 log.exception("outbox: publishing %d job(s) failed", len(batch))
                 self._hold(batch)
             finally:
                 with self._cond:
                     self._in_flight -= 1
+                    self._turn = max(self._turn, ticket + 1)  # an admission that failed too
                     self._cond.notify_all()
 
     def _next_batch(self) -> list[_Job] | None:
@@ -396,8 +428,12 @@ class Outbox:
         if not confirmed:
             return
         try:
-            with self.ledger.store.transaction() as tx:
-                tx.record_dispatches(confirmed)
+            with self._admitting:
+                with self.ledger.store.transaction() as tx:
+                    tx.record_dispatches(confirmed)
+                with self._cond:  # the ledger's count sees them now
+                    for confirmation in confirmed:
+                        self._unrecorded.pop(confirmation.job_id, None)
         except LedgerError as exc:
             # Kept for the next flush; if this process dies first, the reconciler's relay
             # publishes those jobs once more (harmless: the claim is version-checked).

@@ -59,7 +59,7 @@ def run_jobs(store: SqlStore, count: int, account: str = "acme") -> dict[str, st
         if not view.terminal:
             store.append(job_stream(view.job_id), [started(), succeeded(n=index)])
         job_ids.append(view.job_id)
-    with store.reading() as reads:
+    with store.in_order() as reads:
         events = reads.find_events(EventFilter(account=account, limit=10 * count))
     return {
         e.stream_id.removeprefix("job-"): str(e.event_id)

@@ -284,6 +284,9 @@ APP_GRANTS = (
     "GRANT SELECT, INSERT, UPDATE, DELETE ON jobs, brakes, tokens, leases TO {role}",
     "GRANT SELECT, INSERT, UPDATE, DELETE ON dispatches, queue_epochs TO {role}",
     "GRANT SELECT ON ledger_meta TO {role}",
+    "GRANT SELECT, INSERT ON ledger_order TO {role}",  # the sequencer's, as readers tick too
+    "GRANT SELECT, UPDATE ON ledger_sequencer TO {role}",
+    "GRANT SELECT ON ledger_events TO {role}",
 )
 
 
