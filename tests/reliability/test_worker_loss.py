@@ -108,11 +108,13 @@ def test_kill_9_after_receive_before_claim(rig: Rig, victim: str) -> None:
     left at all, the job waits in the queue, told as late, until its start deadline, when the
     reconciler surfaces it as never_started."""
     dep, store = rig.dep, rig.store
-    (worker,) = dep.start_workers(count=1, concurrency=1, pool="prefork")
+    # Submitted before the lock (a submit checks the brakes under it, shared) and before any
+    # worker, so that the job's message waits for the worker started under the lock.
+    deadline = 3.0 if victim == "whole_worker_gone" else None
+    job = dep.submit("rtest.slow_charge", {"seconds": 0}, start_within_s=deadline)
     with store.transaction() as tx:
         tx.lock(BRAKES_LOCK)  # exclusive, as `brake pull` takes it
-        deadline = 3.0 if victim == "whole_worker_gone" else None
-        job = dep.submit("rtest.slow_charge", {"seconds": 0}, start_within_s=deadline)
+        (worker,) = dep.start_workers(count=1, concurrency=1, pool="prefork")
         wait_until(
             lambda: bool(claims_waiting_on_the_brake_lock(store)),
             30,
