@@ -44,6 +44,7 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m bench.append
 	$(BIN)/python -m bench.roundtrips
+	$(BIN)/python -m bench.contention
 	$(BIN)/python -m bench.throughput
 	$(BIN)/python -m bench.throughput --pool threads --concurrency 16 --producers 16
 	$(BIN)/python -m bench.http

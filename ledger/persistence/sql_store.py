@@ -34,7 +34,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql, sqlite
 
 from ledger.chain import event_rows, link_rows
-from ledger.clock import now, utc
+from ledger.clock import now
 from ledger.errors import ConcurrencyError, SchemaMissingError
 from ledger.events import JobAccepted, NewEvent, RecordedEvent
 from ledger.persistence import job_batch, privileges
@@ -45,7 +45,6 @@ from ledger.persistence.base import (
     OnJobs,
     Progress,
     Reads,
-    SequencerLeader,
     Store,
     Writes,
     counted,
@@ -59,9 +58,9 @@ from ledger.persistence.sql_fairness import take_submit_token
 from ledger.persistence.sql_outbox import SqlOutboxWrites
 from ledger.persistence.sql_reads import SqlReads
 from ledger.persistence.sql_rows import PAGE, row_to_event
+from ledger.persistence.sql_sequencing import SqlSequencing
 from ledger.persistence.sql_webhooks import SqlWebhookWrites
 from ledger.privileges import ConnectedRole
-from ledger.queries import OrderProblems, SequencerState
 
 if TYPE_CHECKING:
     from ledger.persistence.sql_rows import RowT
@@ -69,9 +68,6 @@ if TYPE_CHECKING:
 # pg_advisory_xact_lock key for appends ("outc" "appd"): every append takes it shared, and
 # only a read-model rebuild exclusive (nothing lands half-way through it).
 APPEND_LOCK_KEY = 0x6F757463_61707064 & 0x7FFFFFFFFFFFFFFF
-# One tick of the sequencer: waiting for one under way (a reader that must see what committed
-# before it asked), or not (the sequencer's loop: -1 when another process is ticking).
-_SEQUENCE = "SELECT outcomes_sequence(%s)"
 
 _HEAD = (
     select(events.c.stream_version, events.c.hash)
@@ -81,39 +77,6 @@ _HEAD = (
 )
 _INSERT = insert(events).returning(
     events.c.position, events.c.ledger_hash, sort_by_parameter_order=True
-)
-# The events of transactions that committed after the last tick's snapshot: what the next
-# tick gives positions to (the same test as `outcomes_sequence`'s).
-_NOT_YET = """
-    FROM events e, ledger_sequencer s
-   WHERE s.id = 1
-     AND (e.txid >= pg_snapshot_xmax(s.snapshot::pg_snapshot)
-          OR e.txid = ANY (ARRAY(SELECT pg_snapshot_xip(s.snapshot::pg_snapshot))))
-     AND pg_visible_in_snapshot(e.txid, pg_current_snapshot())
-"""
-_SEQUENCER_STATE = text(
-    "SELECT s.head, s.dense_from, s.ticks, s.ticked_at,"
-    f" (SELECT count(*) {_NOT_YET}) AS waiting,"
-    " (SELECT extract(epoch FROM clock_timestamp() - min(e.recorded_at))"
-    f" {_NOT_YET}) AS lag_s"
-    " FROM ledger_sequencer s WHERE s.id = 1"
-)
-# A committed event the sequencer's last snapshot already saw, yet with no order row.
-_UNSEQUENCED = text(
-    "SELECT e.position FROM events e, ledger_sequencer s"
-    " WHERE s.id = 1"
-    " AND (e.txid IS NULL OR pg_visible_in_snapshot(e.txid, s.snapshot::pg_snapshot))"
-    " AND NOT EXISTS (SELECT 1 FROM ledger_order o WHERE o.event_position = e.position)"
-    " ORDER BY e.position"
-)
-_ORPHANED = text(
-    "SELECT o.position FROM ledger_order o"
-    " WHERE NOT EXISTS (SELECT 1 FROM events e WHERE e.position = o.event_position)"
-    " ORDER BY o.position"
-)
-_DUPLICATED = text(
-    "SELECT o.event_position FROM ledger_order o"
-    " GROUP BY o.event_position HAVING count(*) > 1 ORDER BY o.event_position"
 )
 _LAST_LEDGER_HASH = select(events.c.ledger_hash).order_by(events.c.position.desc()).limit(1)
 _LOCK = text("SELECT pg_advisory_xact_lock(:k)")
@@ -135,13 +98,6 @@ def _call_batch(conn: Any, body: str) -> Any:
     assert isinstance(conn, psycopg.Connection)
     with translated():
         row = conn.execute(job_batch.CALL, (body,)).fetchone()
-    assert row is not None
-    return row[0]
-
-
-def _scalar(conn: psycopg.Connection[Any], sql: str, params: tuple[Any, ...]) -> Any:
-    with translated():
-        row = conn.execute(sql, params).fetchone()
     assert row is not None
     return row[0]
 
@@ -277,7 +233,7 @@ class SqlWrites(SqlReads, SqlOutboxWrites, SqlWebhookWrites, Writes):
         return (row_to_event(row) for row in _pages(read, batch))
 
 
-class SqlStore(Store):
+class SqlStore(SqlSequencing, Store):
     def __init__(self, engine: Engine, projections: Sequence[Projection] | None = None) -> None:
         self.engine = engine
         self.dialect = engine.dialect.name
@@ -342,35 +298,6 @@ class SqlStore(Store):
     def iter_events(self, batch: int = 5000) -> Iterator[RecordedEvent]:
         self.sequence()
         return (row_to_event(row) for row in _pages(self._read_page, batch))
-
-    def sequence(self, *, wait: bool = True) -> int:
-        if self.dialect != "postgresql":
-            return 0
-        return int(self._autocommit(lambda conn: _scalar(conn, _SEQUENCE, (wait,))))
-
-    def sequencer_state(self) -> SequencerState | None:
-        if self.dialect != "postgresql":
-            return None
-        with self.connection() as conn, translated():
-            row = conn.execute(_SEQUENCER_STATE).one()
-        return SequencerState(
-            head=int(row.head),
-            dense_from=int(row.dense_from),
-            ticks=int(row.ticks),
-            ticked_at=utc(row.ticked_at),
-            waiting=int(row.waiting),
-            lag_s=float(row.lag_s or 0.0),
-        )
-
-    def order_problems(self) -> OrderProblems | None:
-        if self.dialect != "postgresql":
-            return None
-        with self.connection() as conn, translated():
-            return OrderProblems(
-                unsequenced=[int(p) for p in conn.execute(_UNSEQUENCED).scalars()],
-                orphaned=[int(p) for p in conn.execute(_ORPHANED).scalars()],
-                duplicated=[int(p) for p in conn.execute(_DUPLICATED).scalars()],
-            )
 
     def append_jobs(self, items: Sequence[JobAppend]) -> list[JobAppended]:
         """On Postgres, one round trip: the batch is one statement in its own (autocommit)
@@ -445,14 +372,6 @@ class SqlStore(Store):
         from ledger.persistence import migrate
 
         return migrate.grant_script(self.engine, role)
-
-    def sequencer_leader(self) -> SequencerLeader | None:
-        if self.dialect != "postgresql":
-            return None
-        from ledger.persistence.sequencer_session import SequencerSession
-
-        dsn = self.engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
-        return SequencerSession(dsn)
 
     def job_listener(self, on_jobs: OnJobs, on_connect: OnConnect) -> Listener | None:
         if self.dialect != "postgresql":

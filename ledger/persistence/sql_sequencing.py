@@ -1,0 +1,105 @@
+"""The SQL store's side of ledger order (Postgres; SQLite sequences at write): a sequencer
+tick, where the sequencer stands, what is wrong with the order rows, and the bid to lead the
+sequencing. Mixed into `SqlStore`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Any
+
+import psycopg
+from sqlalchemy import Connection, Engine, text
+
+from ledger.clock import utc
+from ledger.persistence.base import SequencerLeader
+from ledger.persistence.errors import translated
+from ledger.queries import OrderProblems, SequencerState
+
+# One tick of the sequencer: waiting for one under way (a reader that must see what committed
+# before it asked), or not (the sequencer's loop: -1 when another process is ticking).
+_SEQUENCE = "SELECT outcomes_sequence(%s)"
+# The events of transactions that committed after the last tick's snapshot: what the next
+# tick gives positions to (the same test as `outcomes_sequence`'s).
+_NOT_YET = """
+    FROM events e, ledger_sequencer s
+   WHERE s.id = 1
+     AND (e.txid >= pg_snapshot_xmax(s.snapshot::pg_snapshot)
+          OR e.txid = ANY (ARRAY(SELECT pg_snapshot_xip(s.snapshot::pg_snapshot))))
+     AND pg_visible_in_snapshot(e.txid, pg_current_snapshot())
+"""
+_SEQUENCER_STATE = text(
+    "SELECT s.head, s.dense_from, s.ticks, s.ticked_at,"
+    f" (SELECT count(*) {_NOT_YET}) AS waiting,"
+    " (SELECT extract(epoch FROM clock_timestamp() - min(e.recorded_at))"
+    f" {_NOT_YET}) AS lag_s"
+    " FROM ledger_sequencer s WHERE s.id = 1"
+)
+# A committed event the sequencer's last snapshot already saw, yet with no order row.
+_UNSEQUENCED = text(
+    "SELECT e.position FROM events e, ledger_sequencer s"
+    " WHERE s.id = 1"
+    " AND (e.txid IS NULL OR pg_visible_in_snapshot(e.txid, s.snapshot::pg_snapshot))"
+    " AND NOT EXISTS (SELECT 1 FROM ledger_order o WHERE o.event_position = e.position)"
+    " ORDER BY e.position"
+)
+_ORPHANED = text(
+    "SELECT o.position FROM ledger_order o"
+    " WHERE NOT EXISTS (SELECT 1 FROM events e WHERE e.position = o.event_position)"
+    " ORDER BY o.position"
+)
+_DUPLICATED = text(
+    "SELECT o.event_position FROM ledger_order o"
+    " GROUP BY o.event_position HAVING count(*) > 1 ORDER BY o.event_position"
+)
+
+
+def _scalar(conn: psycopg.Connection[Any], sql: str, params: tuple[Any, ...]) -> Any:
+    with translated():
+        row = conn.execute(sql, params).fetchone()
+    assert row is not None
+    return row[0]
+
+
+class SqlSequencing:
+    engine: Engine
+    dialect: str
+    connection: Callable[[], AbstractContextManager[Connection]]
+    _autocommit: Callable[[Callable[[psycopg.Connection[Any]], Any]], Any]
+
+    def sequence(self, *, wait: bool = True) -> int:
+        if self.dialect != "postgresql":
+            return 0
+        return int(self._autocommit(lambda conn: _scalar(conn, _SEQUENCE, (wait,))))
+
+    def sequencer_state(self) -> SequencerState | None:
+        if self.dialect != "postgresql":
+            return None
+        with self.connection() as conn, translated():
+            row = conn.execute(_SEQUENCER_STATE).one()
+        return SequencerState(
+            head=int(row.head),
+            dense_from=int(row.dense_from),
+            ticks=int(row.ticks),
+            ticked_at=utc(row.ticked_at),
+            waiting=int(row.waiting),
+            lag_s=float(row.lag_s or 0.0),
+        )
+
+    def order_problems(self) -> OrderProblems | None:
+        if self.dialect != "postgresql":
+            return None
+        with self.connection() as conn, translated():
+            return OrderProblems(
+                unsequenced=[int(p) for p in conn.execute(_UNSEQUENCED).scalars()],
+                orphaned=[int(p) for p in conn.execute(_ORPHANED).scalars()],
+                duplicated=[int(p) for p in conn.execute(_DUPLICATED).scalars()],
+            )
+
+    def sequencer_leader(self) -> SequencerLeader | None:
+        if self.dialect != "postgresql":
+            return None
+        from ledger.persistence.sequencer_session import SequencerSession
+
+        dsn = self.engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
+        return SequencerSession(dsn)
