@@ -275,20 +275,7 @@ def test_a_row_slipped_into_a_gap_of_positions_is_found_against_a_digest(
     assert digest.position > gap  # the digest's span covers the gap
     assert verify_store(seeded.store, digest=digest).ok
 
-    forged_stream = job_stream(uuid.uuid4())
-    forged = _accepted("tracker.read_issue", {"issue_ref": "T-forged"})
-    fields: dict[str, Any] = {
-        "event_id": forged.event_id,
-        "stream_id": forged_stream,
-        "stream_version": 1,
-        "type": "job.accepted",
-        "data": forged.payload.model_dump(mode="json"),
-        "code": None,
-        "actor": forged.actor,
-        "recorded_at": datetime.now(UTC),
-        "prev_hash": None,
-    }
-    fields["hash"] = event_hash(**(fields | {"event_id": str(forged.event_id)}))
+    fields = _forged_fields()
     with around_the_triggers(seeded.url) as conn:
         conn.execute(events.insert().values(position=gap, **fields))
 
