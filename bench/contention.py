@@ -82,8 +82,9 @@ from bench._common import (
     server_settings,
 )
 from bench._store import AppendStatus, JobAppend, SqlStore, sql_store
+from bench.append import job_accepted
 from ledger.chain import normalize_data
-from ledger.events import JobAccepted, NewEvent, job_id_of, job_stream
+from ledger.events import NewEvent, job_id_of, job_stream
 
 GOAL_AB = 1.5  # appends/s, ours / theirs (main): at least
 GOAL_LOCK = 0.05  # advisory-lock waits per job, ours / theirs (main): at most
@@ -167,17 +168,6 @@ def parse_options(argv: Sequence[str] | None) -> Options:
 
 
 # --- the calls: inputs made between calls ------------------------------------------------------
-
-
-def job_accepted() -> JobAccepted:
-    return JobAccepted(
-        account="acct-bench",
-        tool="examples.echo",
-        args={"text": "hello", "count": 3},
-        idempotency_key=uuid.uuid4().hex,
-        timeout_s=60.0,
-        max_attempts=3,
-    )
 
 
 def ledger_calls(store: SqlStore) -> NextCall:

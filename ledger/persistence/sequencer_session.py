@@ -5,6 +5,8 @@ lock again now and then, so when the leader dies another one leads within a seco
 
 from __future__ import annotations
 
+from typing import Any
+
 import psycopg
 
 from ledger.persistence.errors import translated
@@ -13,7 +15,17 @@ from ledger.persistence.projections import JOBS_CHANNEL
 # pg_try_advisory_lock key of the sequencer's leader ("outc" "lead").
 LEADER_LOCK_KEY = 0x6F757463_6C656164
 _LEAD = "SELECT pg_try_advisory_lock(%s)"
-_TICK = "SELECT outcomes_sequence(false)"
+# One tick of the sequencer (psycopg): waiting for one under way (a reader that must see what
+# committed before it asked), or not (the sequencer's loop: -1 when another process is ticking).
+SEQUENCE = "SELECT outcomes_sequence(%s)"
+
+
+def scalar(conn: psycopg.Connection[Any], sql: str, params: tuple[Any, ...]) -> Any:
+    """One statement's one value, on a psycopg connection (errors translated)."""
+    with translated():
+        row = conn.execute(sql, params).fetchone()
+    assert row is not None
+    return row[0]
 
 
 class SequencerSession:
@@ -41,10 +53,7 @@ class SequencerSession:
     def tick(self) -> int:
         """One tick: how many events got their ledger position (-1: another tick was under
         way, a reader's catching up)."""
-        with translated():
-            row = self._connection().execute(_TICK).fetchone()
-        assert row is not None
-        return int(str(row[0]))
+        return int(scalar(self._connection(), SEQUENCE, (False,)))
 
     def wait(self, timeout_s: float) -> None:
         """Until a job is written (a notification) or `timeout_s` passes; what else was

@@ -14,26 +14,16 @@ from sqlalchemy import Connection, Engine, text
 from ledger.clock import utc
 from ledger.persistence.base import SequencerLeader
 from ledger.persistence.errors import translated
+from ledger.persistence.sequencer_session import SEQUENCE, SequencerSession, scalar
 from ledger.queries import OrderProblems, SequencerState
 
-# One tick of the sequencer: waiting for one under way (a reader that must see what committed
-# before it asked), or not (the sequencer's loop: -1 when another process is ticking).
-_SEQUENCE = "SELECT outcomes_sequence(%s)"
-# The events of transactions that committed after the last tick's snapshot: what the next
-# tick gives positions to (the same test as `outcomes_sequence`'s).
-_NOT_YET = """
-    FROM events e, ledger_sequencer s
-   WHERE s.id = 1
-     AND (e.txid >= pg_snapshot_xmax(s.snapshot::pg_snapshot)
-          OR e.txid = ANY (ARRAY(SELECT pg_snapshot_xip(s.snapshot::pg_snapshot))))
-     AND pg_visible_in_snapshot(e.txid, pg_current_snapshot())
-"""
+# What the next tick would take, as the tick itself asks it (`outcomes_unsequenced`).
 _SEQUENCER_STATE = text(
-    "SELECT s.head, s.dense_from, s.ticks, s.ticked_at,"
-    f" (SELECT count(*) {_NOT_YET}) AS waiting,"
-    " (SELECT extract(epoch FROM clock_timestamp() - min(e.recorded_at))"
-    f" {_NOT_YET}) AS lag_s"
-    " FROM ledger_sequencer s WHERE s.id = 1"
+    "SELECT s.head, s.dense_from, s.ticks, s.ticked_at, count(u.event_position) AS waiting,"
+    " extract(epoch FROM clock_timestamp() - min(u.recorded_at)) AS lag_s"
+    " FROM ledger_sequencer s"
+    " LEFT JOIN outcomes_unsequenced(s.snapshot::pg_snapshot, pg_current_snapshot()) u ON true"
+    " WHERE s.id = 1 GROUP BY s.id"
 )
 # A committed event the sequencer's last snapshot already saw, yet with no order row.
 _UNSEQUENCED = text(
@@ -54,13 +44,6 @@ _DUPLICATED = text(
 )
 
 
-def _scalar(conn: psycopg.Connection[Any], sql: str, params: tuple[Any, ...]) -> Any:
-    with translated():
-        row = conn.execute(sql, params).fetchone()
-    assert row is not None
-    return row[0]
-
-
 class SqlSequencing:
     engine: Engine
     dialect: str
@@ -70,7 +53,7 @@ class SqlSequencing:
     def sequence(self, *, wait: bool = True) -> int:
         if self.dialect != "postgresql":
             return 0
-        return int(self._autocommit(lambda conn: _scalar(conn, _SEQUENCE, (wait,))))
+        return int(self._autocommit(lambda conn: scalar(conn, SEQUENCE, (wait,))))
 
     def sequencer_state(self) -> SequencerState | None:
         if self.dialect != "postgresql":
@@ -99,7 +82,5 @@ class SqlSequencing:
     def sequencer_leader(self) -> SequencerLeader | None:
         if self.dialect != "postgresql":
             return None
-        from ledger.persistence.sequencer_session import SequencerSession
-
         dsn = self.engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
         return SequencerSession(dsn)

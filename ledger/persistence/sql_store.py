@@ -5,7 +5,8 @@ tailing "after position N" of `events` would skip a lower position that commits 
 one. On Postgres writers commit concurrently (each holds only its streams' and keys' locks),
 and the sequencer gives every committed event its ledger position after commit
 (`outcomes_sequence`, ledger.services.sequencer): readers in ledger order read `ledger_events`,
-and a tailing read first has the events committed before it sequenced (`catch_up`). SQLite
+and a tailing read first has the events committed before it sequenced (`sequence`,
+`Store.in_order`). SQLite
 writers are serialized by BEGIN IMMEDIATE, so it sequences at write: each event's position is
 its ledger position and the store links it as it writes it. Read models are updated inside
 the same transaction.
@@ -54,6 +55,7 @@ from ledger.persistence.errors import translated
 from ledger.persistence.locks import lock
 from ledger.persistence.projections import Projection, default_projections, rebuild
 from ledger.persistence.schema import REQUEST_KEY, events, leases, ledger_meta
+from ledger.persistence.sequencer_session import SEQUENCE, scalar
 from ledger.persistence.sql_fairness import take_submit_token
 from ledger.persistence.sql_outbox import SqlOutboxWrites
 from ledger.persistence.sql_reads import SqlReads
@@ -96,10 +98,7 @@ def _call_batch(conn: Any, body: str) -> Any:
     """One `outcomes_append_jobs` call on a psycopg connection (a prepared statement): the
     server's answer."""
     assert isinstance(conn, psycopg.Connection)
-    with translated():
-        row = conn.execute(job_batch.CALL, (body,)).fetchone()
-    assert row is not None
-    return row[0]
+    return scalar(conn, job_batch.CALL, (body,))
 
 
 def _lease_upsert(dialect: str) -> Any:
@@ -190,9 +189,9 @@ class SqlWrites(SqlReads, SqlOutboxWrites, SqlWebhookWrites, Writes):
         it then has its place in ledger order)."""
         if not self._postgres:
             return 0
-        return int(
-            self.conn.execute(text("SELECT outcomes_sequence(:w)"), {"w": wait}).scalar_one()
-        )
+        driver = self.conn.connection.driver_connection
+        assert isinstance(driver, psycopg.Connection)
+        return int(scalar(driver, SEQUENCE, (wait,)))
 
     def _lock_stream(self, stream_id: str, new_events: Sequence[NewEvent]) -> None:
         """On Postgres, the locks `outcomes_append_jobs` takes for the same write: the append

@@ -58,7 +58,7 @@ def admit(
     try:
         with ledger.store.quick_read() as reads:
             queued = Counter(reads.queued_by_account(named))
-        queued.update({a: n for a, n in (pending or {}).items() if a in queued or a in named})
+        queued.update(pending or {})  # the other accounts' counts are never asked
     except LedgerError as exc:
         log.debug("dispatch window: not read now (%s); publishing all", exc)
         return [True] * len(accounts)

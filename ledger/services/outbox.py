@@ -266,24 +266,23 @@ class Outbox:
             if fate is None
         ]
 
-    def _admitted(self, batch: list[_Job], ticket: int | None = None) -> list[_Job]:
+    def _admitted(self, batch: list[_Job], ticket: int) -> list[_Job]:
         """The batch's messages that fit their accounts' windows; the rest stay accepted in
         the ledger, unpublished, for a top-up (none is dropped that has no record there: a
-        job's current wait is unconfirmed until a message of it is confirmed). A batch with a
-        ticket waits for the batches taken before it to be admitted."""
+        job's current wait is unconfirmed until a message of it is confirmed). It waits for
+        the batches taken before it (lower tickets) to be admitted, and lets the next one go
+        before it publishes."""
         window = self.ledger.limits.window
         if not window:
             return batch
-        if ticket is not None:
-            with self._cond:
-                self._cond.wait_for(lambda: self._turn >= ticket or self._stopping, timeout=30)
+        with self._cond:
+            self._cond.wait_for(lambda: self._turn >= ticket or self._stopping, timeout=30)
         try:
             return self._admit(batch, window)
         finally:
-            if ticket is not None:
-                with self._cond:
-                    self._turn = max(self._turn, ticket + 1)
-                    self._cond.notify_all()
+            with self._cond:
+                self._turn = max(self._turn, ticket + 1)
+                self._cond.notify_all()
 
     def _admit(self, batch: list[_Job], window: int) -> list[_Job]:
         with self._admitting:

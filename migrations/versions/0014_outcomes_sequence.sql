@@ -8,7 +8,23 @@
 -- appear before it; a transaction held open delays only its own events, never the others'.
 -- Ticks exclude each other with a transaction-level lock: p_wait waits for it (a reader that
 -- wants the events committed before it asked), else a tick already under way answers -1.
--- This file is the function as the newest migration creates it; that migration runs its copy.
+-- This file is the functions as the newest migration creates them; that migration runs its copy.
+--
+-- outcomes_unsequenced: the events a tick after `p_after` up to `p_upto` gives positions to —
+-- of the transactions visible in `p_upto` and not in `p_after` (at or past its xmax, or in
+-- progress in it), without an order row yet. The tick and the sequencer's lag both ask it.
+CREATE OR REPLACE FUNCTION outcomes_unsequenced(p_after pg_snapshot, p_upto pg_snapshot)
+RETURNS TABLE (event_position bigint, hash text, recorded_at timestamptz)
+LANGUAGE sql STABLE AS $$
+    SELECT e.position, e.hash, e.recorded_at FROM events e
+     WHERE (e.txid >= pg_snapshot_xmax(p_after)
+            OR e.txid = ANY (ARRAY(SELECT pg_snapshot_xip(p_after))))
+       AND pg_visible_in_snapshot(e.txid, p_upto)
+       -- Never true but for a row someone placed by hand: it keeps its place, and
+       -- `audit verify` judges it.
+       AND NOT EXISTS (SELECT 1 FROM ledger_order o WHERE o.event_position = e.position)
+$$;
+
 CREATE OR REPLACE FUNCTION outcomes_sequence(p_wait boolean) RETURNS integer
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -32,19 +48,13 @@ BEGIN
     END IF;
     current_snapshot := pg_current_snapshot();
     FOR r IN
-        SELECT e.position, e.hash FROM events e
-         WHERE (e.txid >= pg_snapshot_xmax(previous)
-                OR e.txid = ANY (ARRAY(SELECT pg_snapshot_xip(previous))))
-           AND pg_visible_in_snapshot(e.txid, current_snapshot)
-           -- Never true but for a row someone placed by hand: it keeps its place, and
-           -- `audit verify` judges it.
-           AND NOT EXISTS (SELECT 1 FROM ledger_order o WHERE o.event_position = e.position)
-         ORDER BY e.position
+        SELECT u.event_position, u.hash FROM outcomes_unsequenced(previous, current_snapshot) u
+         ORDER BY u.event_position
     LOOP
         head_position := head_position + 1;
         link := encode(sha256(convert_to(coalesce(link, '') || ':' || r.hash, 'UTF8')), 'hex');
         INSERT INTO ledger_order (position, event_position, ledger_hash, sequenced_at)
-        VALUES (head_position, r.position, link, clock_timestamp());
+        VALUES (head_position, r.event_position, link, clock_timestamp());
         n := n + 1;
     END LOOP;
     IF n = 0 THEN

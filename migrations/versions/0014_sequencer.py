@@ -15,7 +15,8 @@ That lock, held through each commit's WAL flush, capped every writer together. F
   verify, the webhook relay, the counts): each sequenced event with its ledger position and
   link. On SQLite, where writers are serialized and the store links each event as it writes it
   ("sequenced at write"), the view is `events` itself.
-- `outcomes_sequence(wait)`: one tick (migrations/functions/outcomes_sequence.sql); the
+- `outcomes_sequence(wait)`: one tick, and `outcomes_unsequenced`, what a tick would take
+  (migrations/functions/outcomes_sequence.sql); the
   append function (0014_outcomes_append_jobs.sql) takes per-stream and per-key locks instead of
   the ledger-wide one. The trigger that linked rows at insert is gone.
 
@@ -171,6 +172,7 @@ def downgrade() -> None:
     if op.get_bind().dialect.name == "postgresql":
         op.execute("DROP VIEW ledger_events")
         op.execute("DROP FUNCTION outcomes_sequence(boolean)")
+        op.execute("DROP FUNCTION outcomes_unsequenced(pg_snapshot, pg_snapshot)")
         op.execute((HERE / "0011_outcomes_append_jobs.sql").read_text())
         op.execute("DROP FUNCTION outcomes_lock_key(text[])")
         op.execute("ALTER TABLE events DISABLE TRIGGER events_no_update_delete")
