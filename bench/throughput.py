@@ -3,6 +3,7 @@ Celery no-op tasks and with Celery using its own database result backend.
 
 Run:  cd /work/main && .venv/bin/python -m bench.throughput [--n 300] [--rounds 3] [--json]
           [--concurrency 2] [--pool prefork] [--broker-url amqp://...] [--timeout 120]
+          [--producers 1] [--hold-open-s 0]
 
 One run, the same RabbitMQ and the same Postgres for all three; each variant gets one
 `celery worker` OS process (started here by subprocess, stopped by pid at the end) with the
@@ -32,6 +33,11 @@ process, and the Postgres backends of the variant's database. On a machine whose
 bottleneck (every process here shares them) throughput follows the sum of those three, and
 they move much less than the rates when other work shares the machine.
 
+Ours runs as deployed: an `outcomes reconcile` process beside its worker, which on Postgres is
+the sequencer. The report ends with ours' sequencing lag over the timed rounds and, with
+`--hold-open-s S`, over more rounds of ours run for S seconds while one transaction is held
+open (bench/throughput_lag.py); goal p99 <= 20 ms, unchanged by the held transaction.
+
 Goals: ours >= 0.5x bare Celery (stretch 0.8x), ours >= 2x Celery with its result backend,
 ours >= 1,000 recorded jobs/s. Speed is measured, not asserted: the script prints whether each
 goal was met and exits 0 either way (non-zero only when the benchmark itself failed, e.g. a
@@ -45,13 +51,14 @@ OUTCOMES_BENCH_PG_ADMIN (default postgres@127.0.0.1:5432) and dropped at the end
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import tempfile
 import time
 import uuid
 from collections.abc import Sequence
-from contextlib import ExitStack
+from contextlib import ExitStack, nullcontext
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -66,6 +73,15 @@ from bench._common import (
     scratch_database,
     server_settings,
     sqlalchemy_url,
+)
+from bench.throughput_lag import (
+    Lag,
+    held_open,
+    lag_after,
+    lag_json,
+    lag_lines,
+    probing,
+    write_head,
 )
 from bench.throughput_report import RunInfo, load_average, report_json, report_table, summarize
 from bench.throughput_tasks import BACKEND_ENV, BROKER_ENV, COUNTER_ENV, QUEUE_ENV, make_app
@@ -84,6 +100,7 @@ from bench.throughput_workers import (
     WorkerProcess,
     baseline_worker_argv,
     delete_queues,
+    ledger_reconcile_argv,
     ledger_worker_argv,
     running_worker,
 )
@@ -108,6 +125,7 @@ class Options:
     timeout_s: float
     as_json: bool
     producers: int = 1
+    hold_open_s: float = 0.0
 
 
 def parse_options(argv: Sequence[str] | None) -> Options:
@@ -126,8 +144,17 @@ def parse_options(argv: Sequence[str] | None) -> Options:
     parser.add_argument("--loglevel", default="WARNING", help="the workers' log level")
     parser.add_argument("--broker-url", default=DEFAULT_BROKER, help="RabbitMQ (or Redis) URL")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per round, max")
+    parser.add_argument(
+        "--hold-open-s",
+        type=float,
+        default=0.0,
+        help="then run ours' rounds for this long with one transaction held open, and print"
+        " the sequencing lag beside the plain rounds' (0: no such rounds)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON line, no table")
     args = parser.parse_args(argv)
+    if args.hold_open_s < 0:
+        parser.error("--hold-open-s must be at least 0")
     if min(args.n, args.rounds, args.warmup, args.concurrency, args.producers) < 1:
         parser.error("--n, --rounds, --warmup, --concurrency and --producers must be at least 1")
     pool = Pool(args.pool, args.concurrency, args.loglevel)
@@ -140,6 +167,7 @@ def parse_options(argv: Sequence[str] | None) -> Options:
         args.timeout,
         args.json,
         args.producers,
+        args.hold_open_s,
     )
 
 
@@ -151,6 +179,7 @@ class Setup:
     variants: list[Variant]
     workers: list[WorkerProcess]
     server: dict[str, str]
+    ours_url: str  # ours' scratch ledger: the sequencing lag is read there
 
 
 def _migrated(stack: ExitStack) -> str:
@@ -177,8 +206,7 @@ def _autocommit(stack: ExitStack, url: str) -> psycopg.Connection[Any]:
     return stack.enter_context(psycopg.connect(libpq_url(url), autocommit=True))
 
 
-def _ours(stack: ExitStack, options: Options, queue: str, logs: Path) -> LedgerVariant:
-    url = _migrated(stack)
+def _ours(stack: ExitStack, url: str, options: Options, queue: str, logs: Path) -> LedgerVariant:
     settings = Settings(
         database_url=sqlalchemy_url(url),
         broker_url=options.broker_url,
@@ -197,6 +225,8 @@ def _ours(stack: ExitStack, options: Options, queue: str, logs: Path) -> LedgerV
         "OUTCOMES_QUEUE": queue,
     }
     worker = stack.enter_context(running_worker(OURS, ledger_worker_argv(options.pool), env, logs))
+    # As deployed: a reconciler runs beside the workers, and on Postgres it is the sequencer.
+    stack.enter_context(running_worker("reconciler", ledger_reconcile_argv(), env, logs))
     poll = _autocommit(stack, url)
     # The poll counts open jobs on the partial index ix_jobs_open. The planner's statistics lag
     # this churn, and a sequential scan of every job each 10 ms cost the database more than
@@ -246,13 +276,14 @@ def set_up(stack: ExitStack, options: Options) -> Setup:
     # Registered first, so it runs last: after every worker has stopped.
     stack.callback(delete_queues, options.broker_url, list(queues.values()))
     logs = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-throughput-")))
+    url = _migrated(stack)
     variants: list[Variant] = [
-        replace(_ours(stack, options, queues[OURS], logs), producers=options.producers),
+        replace(_ours(stack, url, options, queues[OURS], logs), producers=options.producers),
         replace(_bare(stack, options, queues[BARE], logs), producers=options.producers),
         replace(_backend(stack, options, queues[BACKEND], logs), producers=options.producers),
     ]
     workers = [v.worker for v in variants]
-    return Setup(variants, workers, postgres_settings(variants[0]))
+    return Setup(variants, workers, postgres_settings(variants[0]), url)
 
 
 def postgres_settings(ours: Variant) -> dict[str, str]:
@@ -278,18 +309,50 @@ def _delta(before: float | None, after: float | None) -> float | None:
     return None if before is None or after is None else after - before
 
 
-def run_rounds(setup: Setup, options: Options) -> dict[str, list[Round]]:
+def run_rounds(setup: Setup, options: Options) -> tuple[dict[str, list[Round]], Lag]:
+    """The warm-up, the timed rounds, and the sequencing lag of ours' events in them."""
     # Warm-up: also waits for the workers to come up, so it gets a minute more.
     for variant in setup.variants:
         variant.run(min(options.warmup, options.n), "w", options.timeout_s + 60)
+    ours = _ours_of(setup)
+    head = write_head(ours.poll)
     results: dict[str, list[Round]] = {v.name: [] for v in setup.variants}
-    for number in range(options.rounds):
-        shift = number % len(setup.variants)
-        for variant in [*setup.variants[shift:], *setup.variants[:shift]]:
-            results[variant.name].append(
-                measured(variant, options.n, f"r{number + 1}", options.timeout_s)
-            )
-    return results
+    with probing(setup.ours_url) as probe:
+        for number in range(options.rounds):
+            shift = number % len(setup.variants)
+            for variant in [*setup.variants[shift:], *setup.variants[:shift]]:
+                results[variant.name].append(
+                    measured(variant, options.n, f"r{number + 1}", options.timeout_s)
+                )
+        return results, lag_after(ours.poll, head, probe)
+
+
+def held_rounds(setup: Setup, options: Options) -> tuple[Lag, Lag] | None:
+    """Ours' rounds back to back for `--hold-open-s`, twice: without, then with one
+    transaction held open throughout; the sequencing lag of each spell."""
+    if options.hold_open_s <= 0:
+        return None
+    plain = _spell(setup, options, "c", hold=False)
+    return plain, _spell(setup, options, "h", hold=True)
+
+
+def _spell(setup: Setup, options: Options, tag: str, *, hold: bool) -> Lag:
+    ours = _ours_of(setup)
+    head = write_head(ours.poll)
+    with probing(setup.ours_url) as probe:
+        with held_open(setup.ours_url) if hold else nullcontext():
+            until = time.monotonic() + options.hold_open_s
+            number = 0
+            while number == 0 or time.monotonic() < until:
+                number += 1
+                ours.run(options.n, f"{tag}{number}", options.timeout_s)
+        return lag_after(ours.poll, head, probe)
+
+
+def _ours_of(setup: Setup) -> LedgerVariant:
+    ours = setup.variants[0]
+    assert isinstance(ours, LedgerVariant)
+    return ours
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -298,7 +361,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         setup = set_up(stack, options)
         load_before = load_average()
         try:
-            results = run_rounds(setup, options)
+            results, lag = run_rounds(setup, options)
+            held = held_rounds(setup, options)
         except Exception:
             for worker in setup.workers:
                 print(f"--- {worker.name} worker log (tail) ---\n{worker.tail()}", file=sys.stderr)
@@ -308,8 +372,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     run = RunInfo(
         options.n, options.rounds, options.pool, options.broker_url, server, options.producers
     )
-    report = report_json if options.as_json else report_table
-    print(report(run, result))
+    if options.as_json:
+        document = json.loads(report_json(run, result))
+        document["sequencing_lag"] = {
+            "rounds": lag_json(lag),
+            "spell": lag_json(held[0] if held else None),
+            "spell_held_open": lag_json(held[1] if held else None),
+        }
+        document["hold_open_s"] = options.hold_open_s
+        print(json.dumps(document))
+    else:
+        print("\n".join([report_table(run, result), *lag_lines(lag, held, options.hold_open_s)]))
     return 0
 
 

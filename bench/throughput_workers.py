@@ -112,16 +112,22 @@ def worker_env(extra: Mapping[str, str]) -> dict[str, str]:
     return env
 
 
+def _outcomes() -> list[str]:
+    outcomes = BIN / "outcomes"
+    if outcomes.exists():
+        return [str(outcomes)]
+    return [sys.executable, "-c", "from cli.main import main; main()"]
+
+
+def ledger_reconcile_argv() -> list[str]:
+    """`outcomes reconcile`: the passes, the relays and, on Postgres, the sequencer."""
+    return [*_outcomes(), "reconcile"]
+
+
 def ledger_worker_argv(pool: Pool) -> list[str]:
     """The real `outcomes worker` entry point (it adds the same WORKER_FLAGS itself)."""
-    outcomes = BIN / "outcomes"
-    head = (
-        [str(outcomes)]
-        if outcomes.exists()
-        else [sys.executable, "-c", "from cli.main import main; main()"]
-    )
     return [
-        *head,
+        *_outcomes(),
         "worker",
         f"--pool={pool.kind}",
         f"--concurrency={pool.concurrency}",

@@ -268,8 +268,9 @@ ledger_order = Table(
     CheckConstraint("position > 0", name="ck_ledger_order_position_positive"),
     Index("uq_ledger_order_event_position", "event_position", unique=True),
 )
-# Where the sequencer stands: the last tick's snapshot (pg_snapshot as text), the head
-# position and link, and the first position it gave (positions are dense from there on).
+# Where the sequencer stood at migration 0015 (the last tick's snapshot, as pg_snapshot text,
+# the head position and link; `ledger_ticks` has the newer ticks), and the first position it
+# gave (positions are dense from there on).
 ledger_sequencer = Table(
     "ledger_sequencer",
     metadata,
@@ -281,6 +282,18 @@ ledger_sequencer = Table(
     Column("ticks", BigInteger, nullable=False),
     Column("ticked_at", Time, nullable=False),
     CheckConstraint("id = 1", name="ck_ledger_sequencer_one_row"),
+)
+# Each tick that gave positions: its number, the head position and link after it, and its
+# snapshot. The newest is where the sequencer stands; the tick removes the row 100 before its
+# own (inserts, never an update: a transaction held open keeps every dead version).
+ledger_ticks = Table(
+    "ledger_ticks",
+    metadata,
+    Column("tick", BigInteger, primary_key=True, autoincrement=False),
+    Column("head", BigInteger, nullable=False),
+    Column("head_hash", String(64), nullable=True),
+    Column("snapshot", Text, nullable=False),
+    Column("ticked_at", Time, nullable=False),
 )
 
 # The view every reader in ledger order reads: each sequenced event, `position` its ledger

@@ -19,17 +19,17 @@ from ledger.queries import OrderProblems, SequencerState
 
 # What the next tick would take, as the tick itself asks it (`outcomes_unsequenced`).
 _SEQUENCER_STATE = text(
-    "SELECT s.head, s.dense_from, s.ticks, s.ticked_at, count(u.event_position) AS waiting,"
-    " extract(epoch FROM clock_timestamp() - min(u.recorded_at)) AS lag_s"
-    " FROM ledger_sequencer s"
-    " LEFT JOIN outcomes_unsequenced(s.snapshot::pg_snapshot, pg_current_snapshot()) u ON true"
-    " WHERE s.id = 1 GROUP BY s.id"
+    "SELECT a.head, a.tick, a.ticked_at, count(u.event_position) AS waiting,"
+    " extract(epoch FROM clock_timestamp() - min(u.recorded_at)) AS lag_s,"
+    " (SELECT s.dense_from FROM ledger_sequencer s WHERE s.id = 1) AS dense_from"
+    " FROM outcomes_sequencer_at() a"
+    " LEFT JOIN outcomes_unsequenced(a.snapshot, pg_current_snapshot()) u ON true"
+    " GROUP BY a.head, a.tick, a.ticked_at"
 )
 # A committed event the sequencer's last snapshot already saw, yet with no order row.
 _UNSEQUENCED = text(
-    "SELECT e.position FROM events e, ledger_sequencer s"
-    " WHERE s.id = 1"
-    " AND (e.txid IS NULL OR pg_visible_in_snapshot(e.txid, s.snapshot::pg_snapshot))"
+    "SELECT e.position FROM events e, outcomes_sequencer_at() a"
+    " WHERE (e.txid IS NULL OR pg_visible_in_snapshot(e.txid, a.snapshot))"
     " AND NOT EXISTS (SELECT 1 FROM ledger_order o WHERE o.event_position = e.position)"
     " ORDER BY e.position"
 )
@@ -63,7 +63,7 @@ class SqlSequencing:
         return SequencerState(
             head=int(row.head),
             dense_from=int(row.dense_from),
-            ticks=int(row.ticks),
+            ticks=int(row.tick),
             ticked_at=utc(row.ticked_at),
             waiting=int(row.waiting),
             lag_s=float(row.lag_s or 0.0),

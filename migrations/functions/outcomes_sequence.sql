@@ -3,31 +3,62 @@
 -- not in commit order; the sequencer gives every committed event its dense ledger position and
 -- its ledger-wide link (`ledger_order`), in the manner of PgQ's ticks: a tick takes the
 -- database's snapshot, and its events are those whose transaction is visible in it and was not
--- in the previous tick's (`ledger_sequencer.snapshot`), in write order. A transaction that
+-- in the previous tick's, in write order. A transaction that
 -- commits later is in a later tick, so a reader that has seen a position never sees an event
 -- appear before it; a transaction held open delays only its own events, never the others'.
 -- Ticks exclude each other with a transaction-level lock: p_wait waits for it (a reader that
 -- wants the events committed before it asked), else a tick already under way answers -1.
 -- This file is the functions as the newest migration creates them; that migration runs its copy.
 --
+-- outcomes_sequencer_at: where the sequencer stands — the newest tick's number, head position
+-- and link, and snapshot. Each tick that gives positions inserts a row into `ledger_ticks` (and
+-- removes the one a hundred ticks older): an update of one row would leave a dead version per
+-- tick that a transaction held open keeps from being pruned, and every tick would walk them all
+-- (0015). With no tick row yet, the state 0014 left in `ledger_sequencer`.
+CREATE OR REPLACE FUNCTION outcomes_sequencer_at()
+RETURNS TABLE (tick bigint, head bigint, head_hash text, snapshot pg_snapshot,
+               ticked_at timestamptz)
+LANGUAGE sql STABLE AS $$
+    SELECT x.tick, x.head, x.head_hash, x.snapshot, x.ticked_at FROM (
+        (SELECT 1 AS rank, t.tick, t.head, t.head_hash::text AS head_hash,
+                t.snapshot::pg_snapshot AS snapshot, t.ticked_at
+           FROM ledger_ticks t ORDER BY t.tick DESC LIMIT 1)
+        UNION ALL
+        (SELECT 2, s.ticks, s.head, s.head_hash::text, s.snapshot::pg_snapshot, s.ticked_at
+           FROM ledger_sequencer s WHERE s.id = 1)
+    ) AS x ORDER BY x.rank LIMIT 1
+$$;
+
 -- outcomes_unsequenced: the events a tick after `p_after` up to `p_upto` gives positions to —
 -- of the transactions visible in `p_upto` and not in `p_after` (at or past its xmax, or in
 -- progress in it), without an order row yet. The tick and the sequencer's lag both ask it.
+-- Two index ranges on ix_events_txid, planned with the snapshots' values (EXECUTE), and only
+-- as index scans: the planner cannot estimate a range of xid8 (it guessed a fortieth of a
+-- busy ledger's events for a tick's few dozen) and chose to scan every event and every order
+-- row at each tick, so ticks slowed as the ledger grew (0015).
 CREATE OR REPLACE FUNCTION outcomes_unsequenced(p_after pg_snapshot, p_upto pg_snapshot)
 RETURNS TABLE (event_position bigint, hash text, recorded_at timestamptz)
-LANGUAGE sql STABLE AS $$
-    SELECT e.position, e.hash, e.recorded_at FROM events e
-     WHERE (e.txid >= pg_snapshot_xmax(p_after)
-            OR e.txid = ANY (ARRAY(SELECT pg_snapshot_xip(p_after))))
-       AND pg_visible_in_snapshot(e.txid, p_upto)
-       -- Never true but for a row someone placed by hand: it keeps its place, and
-       -- `audit verify` judges it.
-       AND NOT EXISTS (SELECT 1 FROM ledger_order o WHERE o.event_position = e.position)
-$$;
+LANGUAGE plpgsql STABLE
+SET enable_seqscan = off SET enable_hashjoin = off SET enable_mergejoin = off
+AS $$
+BEGIN
+    RETURN QUERY EXECUTE $q$
+        SELECT e.position, e.hash::text, e.recorded_at FROM events e
+         WHERE e.txid >= $1 AND pg_visible_in_snapshot(e.txid, $3)
+           -- Never true but for a row someone placed by hand: it keeps its place, and
+           -- `audit verify` judges it.
+           AND NOT EXISTS (SELECT 1 FROM ledger_order o WHERE o.event_position = e.position)
+        UNION ALL
+        SELECT e.position, e.hash::text, e.recorded_at FROM events e
+         WHERE e.txid = ANY ($2) AND e.txid < $1 AND pg_visible_in_snapshot(e.txid, $3)
+           AND NOT EXISTS (SELECT 1 FROM ledger_order o WHERE o.event_position = e.position)
+    $q$ USING pg_snapshot_xmax(p_after), ARRAY(SELECT pg_snapshot_xip(p_after)), p_upto;
+END $$;
 
 CREATE OR REPLACE FUNCTION outcomes_sequence(p_wait boolean) RETURNS integer
 LANGUAGE plpgsql AS $$
 DECLARE
+    tick_number bigint;
     previous pg_snapshot;
     current_snapshot pg_snapshot;
     head_position bigint;
@@ -40,8 +71,8 @@ BEGIN
     ELSIF NOT pg_try_advisory_xact_lock(8031453480971759982) THEN
         RETURN -1;
     END IF;
-    SELECT s.snapshot::pg_snapshot, s.head, s.head_hash INTO previous, head_position, link
-      FROM ledger_sequencer s WHERE s.id = 1;
+    SELECT a.tick, a.snapshot, a.head, a.head_hash INTO tick_number, previous, head_position, link
+      FROM outcomes_sequencer_at() a;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'the ledger has no sequencer row: run `outcomes migrate`'
             USING ERRCODE = 'undefined_object';
@@ -62,9 +93,10 @@ BEGIN
         -- that finds nothing writes nothing, and an idle ledger's ticks cost one index probe).
         RETURN 0;
     END IF;
-    UPDATE ledger_sequencer
-       SET snapshot = current_snapshot::text, head = head_position, head_hash = link,
-           ticks = ticks + 1, ticked_at = clock_timestamp()
-     WHERE id = 1;
+    INSERT INTO ledger_ticks (tick, head, head_hash, snapshot, ticked_at)
+    VALUES (tick_number + 1, head_position, link, current_snapshot::text, clock_timestamp());
+    -- One row out by its key, never a range: a range would walk the dead rows a transaction
+    -- held open keeps.
+    DELETE FROM ledger_ticks WHERE ledger_ticks.tick = tick_number + 1 - 100;
     RETURN n;
 END $$;

@@ -36,6 +36,7 @@ EXPECTED = {
     "ledger_meta": {"SELECT", "INSERT"},
     "ledger_order": {"SELECT", "INSERT"},  # given by the sequencer, then never changed
     "ledger_sequencer": {"SELECT", "INSERT", "UPDATE", "DELETE"},
+    "ledger_ticks": {"SELECT", "INSERT", "UPDATE", "DELETE"},
     "jobs": {"SELECT", "INSERT", "UPDATE", "DELETE"},
     "leases": {"SELECT", "INSERT", "UPDATE", "DELETE"},
     "dispatches": {"SELECT", "INSERT", "UPDATE", "DELETE"},

@@ -285,7 +285,8 @@ APP_GRANTS = (
     "GRANT SELECT, INSERT, UPDATE, DELETE ON dispatches, queue_epochs TO {role}",
     "GRANT SELECT ON ledger_meta TO {role}",
     "GRANT SELECT, INSERT ON ledger_order TO {role}",  # the sequencer's, as readers tick too
-    "GRANT SELECT, UPDATE ON ledger_sequencer TO {role}",
+    "GRANT SELECT ON ledger_sequencer TO {role}",
+    "GRANT SELECT, INSERT, DELETE ON ledger_ticks TO {role}",
     "GRANT SELECT ON ledger_events TO {role}",
 )
 

@@ -35,7 +35,7 @@ from ledger.events import (
     job_stream,
 )
 from ledger.persistence.engine import make_engine
-from ledger.persistence.schema import events, ledger_order, ledger_sequencer
+from ledger.persistence.schema import events, ledger_order, ledger_sequencer, ledger_ticks
 from ledger.persistence.sql_store import SqlStore
 from tests.factories import digest_of, verify_store
 
@@ -287,4 +287,6 @@ def _reorder(conn: Connection, rows: list[tuple[int, str]]) -> None:
                 position=place, event_position=written, ledger_hash=link, sequenced_at=now()
             )
         )
+    # Where the sequencer stands, as if it had given these positions itself.
+    conn.execute(delete(ledger_ticks))
     conn.execute(update(ledger_sequencer).values(head=len(rows), head_hash=link))
