@@ -46,7 +46,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.roundtrips
 	$(BIN)/python -m bench.contention
 	$(BIN)/python -m bench.throughput
-	$(BIN)/python -m bench.throughput --pool threads --concurrency 16 --producers 16
+	$(BIN)/python -m bench.throughput --pool threads --concurrency 16 --producers 16 --hold-open-s 30
 	$(BIN)/python -m bench.http
 	$(BIN)/python -m bench.reconcile
 	$(BIN)/python -m bench.poll
