@@ -187,3 +187,9 @@ def render_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
     rule = "  ".join("-" * w for w in widths)
     return "\n".join([line(headers), rule, *(line(r) for r in rows)])
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The nearest-rank quantile `q` (0..1) of `values`; 0.0 for none."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else 0.0

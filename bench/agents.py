@@ -39,6 +39,7 @@ import httpx
 from bench._common import (
     durable_commit_ms,
     migrate,
+    percentile,
     render_table,
     scratch_database,
     sqlalchemy_url,
@@ -75,8 +76,7 @@ class Side:
         return calls / statistics.median(self.rounds)
 
     def percentile(self, q: float) -> float:
-        ordered = sorted(self.latencies)
-        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+        return percentile(self.latencies, q)
 
 
 def closed_loop(

@@ -77,6 +77,7 @@ from bench._common import (
     exit_cleanly_on_sigterm,
     libpq_url,
     migrate,
+    percentile,
     render_table,
     scratch_database,
     server_settings,
@@ -312,11 +313,6 @@ class Sampler:
 
 
 # --- one round ---------------------------------------------------------------------------------
-
-
-def percentile(latencies: Sequence[float], q: float) -> float:
-    ordered = sorted(latencies)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else 0.0
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,13 @@ from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from bench._common import migrate, render_table, scratch_database, sqlalchemy_url
+from bench._common import (
+    migrate,
+    percentile,
+    render_table,
+    scratch_database,
+    sqlalchemy_url,
+)
 from bench.fairness_tools import SLEEP_TOOL
 from bench.http import BROKER
 from bench.throughput_workers import Pool, delete_queues, ledger_worker_argv, running_worker
@@ -61,8 +67,7 @@ class Waits:
     seconds: list[float]  # each of B's jobs: from its decision to its start
 
     def percentile(self, q: float) -> float:
-        ordered = sorted(self.seconds)
-        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+        return percentile(self.seconds, q)
 
     @property
     def p50(self) -> float:

@@ -176,6 +176,7 @@ SELECT 'job-' || gen_random_uuid(), 1, gen_random_uuid(), 'job.accepted', '{}', 
 """
 PLANNER_SETTINGS = "SELECT proconfig FROM pg_proc WHERE proname = 'outcomes_unsequenced'"
 SEQ_SCANS = "SELECT pg_stat_get_xact_numscans('events'::regclass)"
+UPDATED = "SELECT pg_stat_get_xact_tuples_updated('ledger_sequencer'::regclass)"
 
 
 def test_a_tick_reads_only_the_events_it_sequences(pg_database: str) -> None:
@@ -257,6 +258,3 @@ def test_ticks_insert_their_state_and_rewrite_no_row(pg_database: str) -> None:
         assert state is not None and (state.head, state.ticks) == (152, 152)
     finally:
         engine.dispose()
-
-
-UPDATED = "SELECT pg_stat_get_xact_tuples_updated('ledger_sequencer'::regclass)"
