@@ -63,6 +63,16 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(Exception, _on_crash)
 
 
+async def answer_error(request: Request, exc: Exception) -> Response:
+    """What the handlers installed above answer for `exc`, for a route served outside the
+    framework's stack (api.fast_path): the same problem, status and headers."""
+    if isinstance(exc, ApiProblem):
+        return await _on_problem(request, exc)
+    if isinstance(exc, LedgerError):
+        return await _on_ledger(request, exc)
+    return await _on_crash(request, exc)
+
+
 async def _on_problem(_request: Request, exc: Exception) -> Response:
     assert isinstance(exc, ApiProblem)
     return problem_response(exc)

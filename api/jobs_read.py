@@ -61,12 +61,16 @@ async def read_job(
     state = state_of(request)
     key = jobs.job_key(job_id)
     if wait <= 0 or key is None:
-        _, view = await run_in_threadpool(jobs.get_as, state.ledger, token, job_id)
+        _, view = await run_in_threadpool(
+            jobs.get_admitted, state.ledger, state.tokens, token, job_id
+        )
         return await _envelope(state.ledger, view)
     await state.waiter.ensure_started()
     # Watch first, read second: a change committed in between still wakes this request.
     with state.waiter.watch(key, until_terminal=until == "terminal") as watch:
-        caller, view = await run_in_threadpool(jobs.get_as, state.ledger, token, key)
+        caller, view = await run_in_threadpool(
+            jobs.get_admitted, state.ledger, state.tokens, token, key
+        )
 
         def read() -> JobView:
             return jobs.get(state.ledger, key, caller)

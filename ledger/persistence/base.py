@@ -348,6 +348,16 @@ class Store(ABC):
         """For one question only: backends may skip the transaction around it."""
         return self.reading()
 
+    def read_job(self, job_id: str, token_id: str | None = None) -> tuple[JobView | None, bool]:
+        """The agents' hottest read: a job's view and, with `token_id`, whether that token
+        still stands (it exists and is not revoked), in one read. (view or None, stands)."""
+        with self.quick_read() as reads:
+            view = reads.job(job_id)
+            if token_id is None:
+                return view, True
+            token = reads.token(token_id)
+        return view, token is not None and not token.revoked
+
     def sequence(self, *, wait: bool = True) -> int:
         """One sequencer tick: the events committed so far get their ledger positions, so a
         read in ledger order that follows sees them. How many were sequenced; -1 when `wait`

@@ -17,7 +17,7 @@ from ledger.access import DETAIL_ROLES, hash_token, may_see
 from ledger.chain import stream_links
 from ledger.clock import now
 from ledger.cursor import cursor_key, issue_cursor, position_of
-from ledger.errors import JobNotFoundError
+from ledger.errors import JobNotFoundError, NotAuthenticatedError
 from ledger.events import job_stream
 from ledger.job_view import JobView, Waiting
 from ledger.persistence.base import Listener, OnConnect, OnJobs
@@ -25,7 +25,7 @@ from ledger.public import job_event, public_event
 from ledger.queries import JobFilter
 from ledger.queueing import WAITING
 from ledger.services.ledger import Ledger
-from ledger.services.tokens import admit
+from ledger.services.tokens import AdmittedTokens, admit
 from ledger.token_view import TokenView
 
 
@@ -41,8 +41,8 @@ def get(ledger: Ledger, job_id: str, caller: TokenView | None = None) -> JobView
     key = job_key(job_id)
     if key is None:
         raise JobNotFoundError(job_id)
-    with ledger.store.quick_read() as reads:
-        return _visible(caller, reads.job(key), job_id)
+    view, _ = ledger.store.read_job(key)
+    return _visible(caller, view, job_id)
 
 
 def get_as(ledger: Ledger, token: str, job_id: str) -> tuple[TokenView, JobView]:
@@ -51,6 +51,21 @@ def get_as(ledger: Ledger, token: str, job_id: str) -> tuple[TokenView, JobView]
     with ledger.store.quick_read() as reads:
         found, view = reads.token_and_job(hash_token(token), job_key(job_id) or "")
     caller = admit(found)
+    return caller, _visible(caller, view, job_id)
+
+
+def get_admitted(
+    ledger: Ledger, admitted: AdmittedTokens, token: str, job_id: str
+) -> tuple[TokenView, JobView]:
+    """`get_as` for a process that keeps the tokens it admitted: the token's view from
+    `admitted` (read at the ledger only the first time), and whether it still stands asked in
+    the job's own read, so a revoked token is refused on its next request, by every process,
+    at the cost of one round trip in all."""
+    caller = admitted.admit(token)
+    view, stands = ledger.store.read_job(job_key(job_id) or "", caller.token_id)
+    if not stands:
+        admitted.forget(token)
+        raise NotAuthenticatedError()
     return caller, _visible(caller, view, job_id)
 
 

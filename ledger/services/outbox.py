@@ -406,10 +406,14 @@ class Outbox:
 
     def _record_loop(self) -> None:
         while True:
+            # A flush every FLUSH_S, whatever wakes the condition meanwhile (each publish
+            # notifies it): one statement records what gathered, not one per job.
+            deadline = time.monotonic() + FLUSH_S
             with self._cond:
+                while not self._stopping and (left := deadline - time.monotonic()) > 0:
+                    self._cond.wait(left)
                 if self._stopping:
                     return
-                self._cond.wait(FLUSH_S)
             self._record(self._take_confirmed())
             if self.backlog is not None:  # sampled here once a second: no submit waits for it
                 self.backlog.current()

@@ -232,6 +232,27 @@ def test_tokens_by_id_by_hash_and_with_a_job(any_store: Store) -> None:
         assert reads.token_and_job(hash_token("nobody"), job) == (None, None)
 
 
+def test_read_job_answers_the_view_and_whether_the_token_stands(any_store: Store) -> None:
+    made = [
+        TokenCreated(token_id=str(uuid.uuid4()), account="acme", role="agent", token_hash=h)
+        for h in (hash_token("kept"), hash_token("revoked"))
+    ]
+    for token in made:
+        any_store.append(f"token-{token.token_id}", [new(token)], NO_STREAM)
+    kept, revoked = (t.token_id for t in made)
+    any_store.append(f"token-{revoked}", [new(TokenRevoked(token_id=revoked))], 1)
+    job = a_job(any_store)
+    with any_store.reading() as reads:
+        expected = reads.job(job)
+    assert expected is not None
+    assert any_store.read_job(job) == (expected, True)
+    assert any_store.read_job(job, kept) == (expected, True)
+    assert any_store.read_job(job, revoked) == (expected, False)
+    assert any_store.read_job(job, str(uuid.uuid4())) == (expected, False)  # no such token
+    assert any_store.read_job(str(uuid.uuid4()), kept) == (None, True)
+    assert any_store.read_job(str(uuid.uuid4()), revoked) == (None, False)
+
+
 def test_find_events_filters_and_pages(any_store: Store) -> None:
     acme, beta = fresh_job_stream(), fresh_job_stream()
     any_store.append(acme, [accepted(), started(), failed(Code.ACCESS_DENIED)], NO_STREAM)

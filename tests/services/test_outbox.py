@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from ledger.decisions import Caller, JobRequest
 from ledger.dispatch import Message
 from ledger.errors import DispatchError
+from ledger.queueing import Confirmation
 from ledger.services.ledger import Ledger
 from ledger.services.outbox import Outbox
 from ledger.services.submit import submit
@@ -103,3 +104,41 @@ def test_the_relay_publishes_what_no_process_confirmed(memory_ledger: Ledger) ->
     sent = outbox.relay_once(relay_after_s=0.005)
     assert sorted(sent.confirmed) == sorted(ids) and confirmed(memory_ledger, ids)
     assert outbox.relay_once(relay_after_s=0.005).confirmed == []  # confirmed: left alone
+
+
+class CountingOutbox(Outbox):
+    """An outbox that notes how many confirmations each record wrote together."""
+
+    def __init__(self, ledger: Ledger, broker: Broker) -> None:
+        super().__init__(ledger, broker)
+        self.records: list[int] = []
+
+    def _record(self, confirmed: list[Confirmation]) -> None:
+        if confirmed:
+            self.records.append(len(confirmed))
+        super()._record(confirmed)
+
+
+def test_confirmations_published_one_by_one_are_recorded_together(
+    memory_ledger: Ledger,
+) -> None:
+    """One agent's calls publish one message at a time, and each publish wakes the outbox's
+    condition: the record still waits out FLUSH_S, so the confirmations gathered meanwhile
+    cost one statement, not one each."""
+    broker = Broker()
+    outbox = CountingOutbox(memory_ledger, broker)
+    try:
+        ids = []
+        for _ in range(8):
+            ids += submitted(memory_ledger, outbox, 1)
+            # Published before the next submit: every message its own publish.
+            deadline = time.monotonic() + 10
+            while len(broker.taken) < len(ids) and time.monotonic() < deadline:
+                time.sleep(0.001)  # a finer wait than wait_until's: eight in one window
+        wait_until(lambda: confirmed(memory_ledger, ids), 10, "the records")
+    finally:
+        outbox.close()
+    assert len(broker.rounds) == 8
+    assert sum(outbox.records) == 8
+    # Eight publishes within a window or two of FLUSH_S: far fewer records than publishes.
+    assert len(outbox.records) <= 3, outbox.records
