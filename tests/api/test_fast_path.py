@@ -17,7 +17,6 @@ from ledger.services.ledger import Ledger
 from tests.plugins.api import RecordingDispatcher, Tokens, bearer, new_job
 from tests.tools import ECHO
 
-
 NOBODYS = str(uuid.uuid4())
 
 
