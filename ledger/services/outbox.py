@@ -107,6 +107,9 @@ class Outbox:
         self._in_flight = 0
         self._recording = 0  # records taken and not yet committed (or failed)
         self._stopping = False
+        # The recorder's own wake-up: set only to stop it. On `_cond` every send and every
+        # publish woke it (and it went back to sleep until its flush was due).
+        self._stop_recording = threading.Event()
         self._threads: list[threading.Thread] = []
         self._epoch: str | None = None
         self._epoch_read = float("-inf")
@@ -207,6 +210,7 @@ class Outbox:
             self._stopping = True
             self._cond.notify_all()
             threads, self._threads = self._threads, []
+        self._stop_recording.set()
         for thread in threads:
             thread.join(timeout_s)
         self._record(self._take_confirmed())
@@ -332,7 +336,11 @@ class Outbox:
                 with self._cond:
                     self._in_flight -= 1
                     self._turn = max(self._turn, ticket + 1)  # an admission that failed too
-                    self._cond.notify_all()
+                    # Who waits on it: the next batch's admission (with a window), or work
+                    # this thread's success lets go now (held through an outage). Otherwise
+                    # waking the idle publishers only sends them back to sleep.
+                    if self.ledger.limits.window or self._later or self._ready:
+                        self._cond.notify_all()
 
     def _next_batch(self) -> list[_Job] | None:
         """Called holding `_cond`: the jobs to publish now, or None. While the broker refuses,
@@ -405,15 +413,8 @@ class Outbox:
     # --- confirmations ---------------------------------------------------------------------
 
     def _record_loop(self) -> None:
-        while True:
-            # A flush every FLUSH_S, whatever wakes the condition meanwhile (each publish
-            # notifies it): one statement records what gathered, not one per job.
-            deadline = time.monotonic() + FLUSH_S
-            with self._cond:
-                while not self._stopping and (left := deadline - time.monotonic()) > 0:
-                    self._cond.wait(left)
-                if self._stopping:
-                    return
+        # A flush every FLUSH_S: one statement records what gathered, not one per job.
+        while not self._stop_recording.wait(FLUSH_S):
             self._record(self._take_confirmed())
             if self.backlog is not None:  # sampled here once a second: no submit waits for it
                 self.backlog.current()

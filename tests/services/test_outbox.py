@@ -122,9 +122,8 @@ class CountingOutbox(Outbox):
 def test_confirmations_published_one_by_one_are_recorded_together(
     memory_ledger: Ledger,
 ) -> None:
-    """One agent's calls publish one message at a time, and each publish wakes the outbox's
-    condition: the record still waits out FLUSH_S, so the confirmations gathered meanwhile
-    cost one statement, not one each."""
+    """One agent's calls publish one message at a time: the record still waits out FLUSH_S,
+    so the confirmations gathered meanwhile cost one statement, not one each."""
     broker = Broker()
     outbox = CountingOutbox(memory_ledger, broker)
     try:
@@ -142,3 +141,36 @@ def test_confirmations_published_one_by_one_are_recorded_together(
     assert sum(outbox.records) == 8
     # Eight publishes within a window or two of FLUSH_S: far fewer records than publishes.
     assert len(outbox.records) <= 3, outbox.records
+
+
+class CountingCondition(threading.Condition):
+    """Counts the waits on it, by thread name."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.waits: list[str] = []
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.waits.append(threading.current_thread().name)
+        return super().wait(timeout)
+
+
+def test_a_send_wakes_a_publisher_and_nobody_else(memory_ledger: Ledger) -> None:
+    """The recorder does not wait on the publishers' condition (a send's one wake-up could
+    go to it, and the job would wait for the next send), and a publish that leaves nothing
+    to do wakes no idle publisher: one agent's call costs one thread's wake-up."""
+    broker = Broker()
+    outbox = Outbox(memory_ledger, broker, publishers=2)
+    outbox._cond = condition = CountingCondition()
+    try:
+        ids: list[str] = []
+        for count in range(1, 9):
+            ids += submitted(memory_ledger, outbox, 1)
+            wait_until(lambda n=count: len(broker.taken) == n, 10, "the publish")
+        wait_until(lambda: confirmed(memory_ledger, ids), 10, "the records")
+    finally:
+        outbox.close()
+    assert sorted(broker.taken) == sorted(ids)
+    assert "outbox-record" not in condition.waits
+    # Each publisher's first wait, then at most one a job (the one its send woke).
+    assert len(condition.waits) <= 2 + len(ids), condition.waits
