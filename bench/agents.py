@@ -30,7 +30,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from contextlib import ExitStack
+from contextlib import ExitStack, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -48,11 +48,11 @@ from bench.http import BROKER, REDIS, api_server
 from bench.throughput_tasks import BACKEND_ENV, BROKER_ENV, NOOP_TASK, QUEUE_ENV, make_app
 from bench.throughput_tools import NOOP_TOOL
 from bench.throughput_workers import (
+    CpuMeter,
     Pool,
     baseline_worker_argv,
     delete_queues,
     ledger_worker_argv,
-    pids_cpu,
     running_worker,
 )
 from ledger.events import job_id_of
@@ -232,20 +232,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                 for name in sides:  # warm-up: connections open, workers ready
                     closed_loop(4 * agents, agents, calls[name])
                 ours.timed.clear()
-                cpu = 0.0
+                api_cpu = CpuMeter(api_pid)
                 for number in range(options.rounds):
                     order = [OURS, BARE] if number % 2 == 0 else [BARE, OURS]
                     for name in order:
-                        before = pids_cpu([api_pid]) if name == OURS else None
-                        seconds, latencies = closed_loop(options.calls, agents, calls[name])
-                        after = pids_cpu([api_pid]) if name == OURS else None
-                        if before is not None and after is not None:
-                            cpu += after - before
+                        with api_cpu.timing() if name == OURS else nullcontext():
+                            seconds, latencies = closed_loop(options.calls, agents, calls[name])
                         sides[name].rounds.append(seconds)
                         sides[name].latencies.extend(latencies)
                 results[agents] = sides
                 split[agents] = phases(url, ours.timed)
-                api_cpu_ms[agents] = 1000 * cpu / (options.calls * options.rounds) or None
+                api_cpu_ms[agents] = api_cpu.ms_per(options.calls * options.rounds)
             finally:
                 ours.close()
                 bare.close()

@@ -39,7 +39,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, ExitStack, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from pathlib import Path
 
 import httpx
@@ -57,11 +57,11 @@ from bench.throughput_tasks import (
 from bench.throughput_tools import NOOP_TOOL
 from bench.throughput_workers import (
     REPO,
+    CpuMeter,
     Pool,
     baseline_worker_argv,
     delete_queues,
     ledger_worker_argv,
-    pids_cpu,
     running_worker,
     worker_env,
 )
@@ -234,26 +234,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             BARE: lambda n: bare_round(queues["bare"], counter, n, options.clients),
             PEER: lambda n: peer_round(peer, n, options.clients),
         }
-        servers = {OURS: api_pid, PEER: peer_pid}  # whose CPU a round of that variant costs
-        cpu: dict[str, float | None] = {OURS: 0.0, PEER: 0.0}
+        servers = {OURS: CpuMeter(api_pid), PEER: CpuMeter(peer_pid)}  # what rounds cost them
         for run_round in rounds.values():
             run_round(50)  # warm-up: every worker and server is ready
         names = list(rounds)
         for number in range(options.rounds):
             # Each round a different variant goes first: drift hits them all alike.
             for name in names[number % 3 :] + names[: number % 3]:
-                pid = servers.get(name)
-                before = pids_cpu([pid]) if pid is not None else None
-                seconds[name].append(rounds[name](options.n))
-                after = pids_cpu([pid]) if pid is not None else None
-                used = cpu.get(name)
-                cpu[name] = (
-                    None
-                    if before is None or after is None or used is None
-                    else used + after - before
-                )
+                meter = servers.get(name)
+                with meter.timing() if meter is not None else nullcontext():
+                    seconds[name].append(rounds[name](options.n))
     jobs = options.n * options.rounds
-    cpu_ms = {name: None if used is None else 1000 * used / jobs for name, used in cpu.items()}
+    cpu_ms = {name: meter.ms_per(jobs) for name, meter in servers.items()}
     return report(seconds, cpu_ms, options)
 
 

@@ -104,6 +104,29 @@ def pids_cpu(pids: Sequence[int]) -> float | None:
     return sum(s[1] for s in stats if s is not None)
 
 
+class CpuMeter:
+    """The CPU one process spends inside `with meter.timing():` blocks, summed over them: what
+    a bench's timed rounds cost a server. None once any block could not see the process."""
+
+    def __init__(self, pid: int) -> None:
+        self._pid = pid
+        self.seconds: float | None = 0.0
+
+    @contextmanager
+    def timing(self) -> Iterator[None]:
+        before = pids_cpu([self._pid])
+        yield
+        after = pids_cpu([self._pid])
+        if before is None or after is None or self.seconds is None:
+            self.seconds = None
+        else:
+            self.seconds += after - before
+
+    def ms_per(self, jobs: int) -> float | None:
+        """Milliseconds of CPU per job over `jobs` jobs; None where it was not seen."""
+        return None if self.seconds is None else 1000 * self.seconds / jobs
+
+
 def worker_env(extra: Mapping[str, str]) -> dict[str, str]:
     env = dict(os.environ)
     path = env.get("PYTHONPATH")

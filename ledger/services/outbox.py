@@ -107,8 +107,8 @@ class Outbox:
         self._in_flight = 0
         self._recording = 0  # records taken and not yet committed (or failed)
         self._stopping = False
-        # The recorder's own wake-up: set only to stop it. On `_cond` every send and every
-        # publish woke it (and it went back to sleep until its flush was due).
+        # The recorder's own wake-up, set only to stop it: waiting on `_cond`, it could take a
+        # send's one notify meant for an idle publisher (and that job waited for the next).
         self._stop_recording = threading.Event()
         self._threads: list[threading.Thread] = []
         self._epoch: str | None = None
