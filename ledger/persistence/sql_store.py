@@ -112,6 +112,7 @@ def _lease_upsert(dialect: str) -> Any:
 
 
 _JOB_TEXT = "SELECT view::text FROM jobs WHERE job_id = %s"
+_JOBS_TEXT = "SELECT view::text FROM jobs WHERE job_id = ANY(%s)"
 # A token stands while its stream holds no revocation; a stream with no events is no token.
 _JOB_TEXT_AND_REVOKED = (
     "SELECT (SELECT view::text FROM jobs WHERE job_id = %s),"
@@ -168,6 +169,18 @@ class SqlWrites(SqlReads, SqlOutboxWrites, SqlWebhookWrites, Writes):
                 if projection.handles(recorded[0].type):
                     view = projection.apply(self.conn, recorded) or view
         return Appended(recorded, view)
+
+    def jobs_by_id(self, job_ids: Sequence[str]) -> dict[str, JobView]:
+        """On Postgres one statement through psycopg, each view parsed once from its text
+        (a claim's read: SQLAlchemy's statement work cost as much as the round trip)."""
+        if not self._postgres:
+            return super().jobs_by_id(job_ids)
+        driver = self.conn.connection.driver_connection
+        assert isinstance(driver, psycopg.Connection)
+        with translated():
+            rows = driver.execute(_JOBS_TEXT, (list(job_ids),)).fetchall()
+        views = (JobView.model_validate_json(row[0]) for row in rows)
+        return {view.job_id: view for view in views}
 
     def append_jobs(self, items: Sequence[JobAppend]) -> list[JobAppended]:
         """On Postgres, one statement for the whole batch (`outcomes_append_jobs`)."""

@@ -20,9 +20,10 @@ from datetime import datetime
 from ledger import event_log
 from ledger.clock import now
 from ledger.dispatch import Dispatcher, QueueMarker
-from ledger.errors import AlreadyTerminalError, ConcurrencyError, LedgerError
-from ledger.events import NewEvent, job_stream
+from ledger.errors import LedgerError
+from ledger.events import NewEvent
 from ledger.job_view import JobView
+from ledger.persistence.appends import AppendStatus, JobAppend, LeaseChange
 from ledger.reconcile_rules import Finding, ReconcilePolicy, findings
 from ledger.services import queue_epoch
 from ledger.services.ledger import Ledger
@@ -83,7 +84,7 @@ def reconcile_once(
     result.examined = len(candidates)
     seen = {c.view.job_id: c.view for c in candidates}
     for finding in findings(candidates, moment, policy, epoch):
-        recorded = _record(ledger, finding)
+        recorded = _record(ledger, finding, seen[finding.job_id])
         if recorded is None:
             result.lost_races += 1
             continue
@@ -105,18 +106,18 @@ def relay(outbox: Outbox, policy: ReconcilePolicy, result: Pass) -> None:
     result.dispatch_failures += len(sent.failed)
 
 
-def _record(ledger: Ledger, finding: Finding) -> JobView | None:
+def _record(ledger: Ledger, finding: Finding, view: JobView) -> JobView | None:
     """The job's view after the finding, or None when another writer moved it first."""
+    assert view.stream_version == finding.after_version  # the finding was judged on it
     event = NewEvent(payload=finding.payload, actor=ACTOR)
     attempt = getattr(finding.payload, "attempt", 0)
-    try:
-        with ledger.store.transaction() as tx:
-            appended = tx.append(job_stream(finding.job_id), [event], finding.after_version)
-            # The silent attempt is over either way: its lease must not outlive it.
-            tx.drop_lease(finding.job_id, attempt)
-    except (ConcurrencyError, AlreadyTerminalError):
-        return None  # the job moved since we looked: someone else settled it
-    return appended.job
+    # The silent attempt is over either way: its lease must not outlive it.
+    append = JobAppend(finding.job_id, [event], view, LeaseChange("drop", attempt))
+    with ledger.store.transaction() as tx:
+        done = tx.append_jobs([append])[0]
+    # Anything else (conflict, terminal) means the job moved since we looked: someone else
+    # settled it.
+    return done.job if done.status is AppendStatus.OK else None
 
 
 def _observe(view: JobView, finding: Finding, moment: datetime) -> None:

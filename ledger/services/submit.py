@@ -40,10 +40,10 @@ from ledger.errors import (
     NotAuthenticatedError,
     RateLimitedError,
 )
-from ledger.events import JobAccepted, JobRefused, NewEvent, job_stream
+from ledger.events import JobAccepted, JobRefused, NewEvent
 from ledger.fairness import rate_refusal
 from ledger.job_view import JobView
-from ledger.persistence.appends import NO_STREAM, AppendStatus, JobAppend, JobAppended
+from ledger.persistence.appends import AppendStatus, JobAppend, JobAppended
 from ledger.persistence.base import Writes
 from ledger.queueing import Backlog, effective_start_within
 from ledger.secrets import SealedArgs, seal_args
@@ -300,8 +300,13 @@ def _decide(
         )
         payload = _payload(spec, caller, request, refusal, secret, sealed, trace)
         event = NewEvent(payload=payload, actor=caller.token_id)
-        appended = tx.append(job_stream(job_id), [event], NO_STREAM)
-        return Submitted(appended.job, replayed=False)
+        # Nobody can wait on a job not yet answered: no notification.
+        done = tx.append_jobs([JobAppend(job_id, [event], None, notify=False)])[0]
+    if done.status is AppendStatus.IDEMPOTENCY:  # another submit took the key first
+        raise IdempotencyKeyTakenError()  # `_decide_locked` replays it
+    if done.status is not AppendStatus.OK:
+        raise ContentionError(f"job {job_id} could not be recorded ({done.status}); retry")
+    return Submitted(done.job, replayed=False)
 
 
 def _precondition(

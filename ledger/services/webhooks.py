@@ -97,8 +97,7 @@ def _change(
         try:
             with ledger.store.transaction() as tx:
                 event = NewEvent(payload=payload, actor=actor)
-                stream = webhook_stream(webhook_id)
-                return tx.append(stream, [event], view.stream_version).webhook
+                return tx.append(webhook_stream(webhook_id), [event], view.stream_version).webhook
         except ConcurrencyError:
             continue
     return visible(ledger, webhook_id, account)

@@ -3,7 +3,6 @@ its one outcome (or keep it as late when the job was closed meanwhile)."""
 
 from __future__ import annotations
 
-import contextlib
 import time
 import uuid
 from collections.abc import Iterable, Sequence
@@ -15,19 +14,13 @@ from ledger.brake_view import BrakeView
 from ledger.brakes import brake_error, holding, scopes_for
 from ledger.clock import now
 from ledger.codes import Status
-from ledger.errors import (
-    AlreadyTerminalError,
-    ConcurrencyError,
-    DuplicateEventError,
-    StorageUnavailableError,
-)
+from ledger.errors import JobStreamError, StorageUnavailableError
 from ledger.events import (
     NewEvent,
     Payload,
     WorkHalted,
     WorkLateOutcome,
     WorkStarted,
-    job_id_of,
     job_stream,
 )
 from ledger.job_view import JobView
@@ -226,7 +219,7 @@ def record_outcome(
             done = ledger.appends.submit(append)
             if done.status in (AppendStatus.OK, AppendStatus.DUPLICATE):
                 return Recorded(late=False, version=claimed.stream_version + 1)
-            return _record_once(ledger, claimed.job_id, claimed.stream_version, event)
+            return _record_once(ledger, claimed, event)
         except StorageUnavailableError:
             if time.monotonic() + delay > deadline:
                 raise
@@ -234,31 +227,34 @@ def record_outcome(
             delay = min(delay * 2, 2.0)
 
 
-def _record_once(ledger: Ledger, job_id: str, after_version: int, event: NewEvent) -> Recorded:
-    stream = job_stream(job_id)
+def _record_once(ledger: Ledger, claimed: JobView, event: NewEvent) -> Recorded:
+    """The group commit's append did not land: find out why, from the stream, and record the
+    outcome on time (only late outcomes of earlier, lost attempts followed the claim) or late."""
+    stream = job_stream(claimed.job_id)
     attempt = getattr(event.payload, "attempt", 0)
     while True:
-        try:
-            with ledger.store.transaction() as tx:
-                tx.append(stream, [event], after_version)
-                tx.drop_lease(job_id, attempt)
-            return Recorded(late=False, version=after_version + 1)
-        except (ConcurrencyError, AlreadyTerminalError):
-            pass
-        history = ledger.store.read_stream(stream)
+        with ledger.store.reading() as reads:
+            history = reads.read_stream(stream)
+            current = reads.job(claimed.job_id)
         mine = [e.stream_version for e in history if e.event_id == event.event_id]
         if mine:  # an earlier try committed before the connection broke
             return Recorded(late=False, version=mine[0])
-        newer = [e for e in history if e.stream_version > after_version]
-        if not newer or any(e.type != "work.late_outcome" for e in newer):
+        newer = [e for e in history if e.stream_version > claimed.stream_version]
+        if current is None or any(e.type != "work.late_outcome" for e in newer):
             break
-        # Only an earlier, lost attempt's late outcome moved the stream: ours is on time.
-        after_version = newer[-1].stream_version
-    _append_late(ledger, stream, event)
+        append = JobAppend(claimed.job_id, [event], current, LeaseChange("drop", attempt))
+        with ledger.store.transaction() as tx:
+            done = tx.append_jobs([append])[0]
+        if done.status is AppendStatus.OK:
+            return Recorded(late=False, version=current.stream_version + 1)
+        if done.status is AppendStatus.TERMINAL:  # settled since the read
+            break
+        # Moved again since the read, or our earlier try landed: look again.
+    _append_late(ledger, claimed.job_id, event)
     return Recorded(late=True)
 
 
-def _append_late(ledger: Ledger, stream: str, event: NewEvent) -> None:
+def _append_late(ledger: Ledger, job_id: str, event: NewEvent) -> None:
     outcome: Payload = event.payload
     data = outcome.model_dump(mode="json", exclude={"type", "attempt"})
     late = WorkLateOutcome(
@@ -269,9 +265,17 @@ def _append_late(ledger: Ledger, stream: str, event: NewEvent) -> None:
     )
     # Derived id: a retried late write is recognised instead of being kept twice.
     late_id = uuid.uuid5(_LATE, str(event.event_id))
-    with contextlib.suppress(DuplicateEventError), ledger.store.transaction() as tx:
-        tx.append(stream, [NewEvent(payload=late, actor=event.actor, event_id=late_id)])
-        tx.drop_lease(job_id_of(stream), late.attempt)
+    kept = NewEvent(payload=late, actor=event.actor, event_id=late_id)
+    while True:  # after whatever the stream holds now (a late outcome follows any event)
+        with ledger.store.reading() as reads:
+            current = reads.job(job_id)
+        if current is None:
+            raise JobStreamError(f"job {job_id}: no stream to keep a late outcome in")
+        append = JobAppend(job_id, [kept], current, LeaseChange("drop", late.attempt))
+        with ledger.store.transaction() as tx:
+            done = tx.append_jobs([append])[0]
+        if done.status in (AppendStatus.OK, AppendStatus.DUPLICATE):
+            return
 
 
 _LATE = uuid.UUID("6c617465-6f75-7463-6f6d-650000000000")

@@ -264,3 +264,37 @@ def test_the_migrations_use_the_schema_and_their_drivers_only() -> None:
         and name not in ("ledger", "ledger.persistence")
     )
     assert stray == []
+
+
+# The streams a use case may append to one at a time; a job stream only through the batch
+# append (`Writes.append_jobs`), whose statuses answer every job write's preconditions.
+SINGLE_STREAMS = ("token_stream", "webhook_stream", "brake_stream")
+
+
+def _single_appends() -> list[tuple[str, str]]:
+    """(module, first argument) of every store `append(stream, events, ...)` call outside
+    the store itself: the two-or-more-argument `append` (a list's takes one)."""
+    found = []
+    for path in sources():
+        module = module_name(path)
+        if module.split(".")[0] in HARNESSES or module.startswith("ledger.persistence"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "append"
+                and len(node.args) >= 2
+            ):
+                found.append((module, ast.unparse(node.args[0])))
+    return found
+
+
+def test_job_streams_are_written_through_the_one_batch_append_only() -> None:
+    appends = _single_appends()
+    assert [
+        f"{module} appends to {stream}"
+        for module, stream in appends
+        if not stream.startswith(tuple(f"{name}(" for name in SINGLE_STREAMS))
+    ] == []
+    assert ("ledger.services.brakes", "brake_stream(brake_id)") in appends  # the scan sees

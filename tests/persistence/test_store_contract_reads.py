@@ -41,6 +41,9 @@ def test_jobs_page_in_position_order_scoped_to_an_account(any_store: Store) -> N
     with any_store.reading() as reads:
         some = reads.jobs_by_id([ids[1], ids[3], str(uuid.uuid4()), ids[1]])
     assert {k: v.account for k, v in some.items()} == {ids[1]: "beta", ids[3]: "acme"}
+    with any_store.transaction() as tx:  # a claim's read (its own way on Postgres)
+        assert tx.jobs_by_id([str(uuid.uuid4()), ids[3], ids[1], ids[3]]) == some
+        assert tx.jobs_by_id([]) == {}
     assert [v.job_id for v in acme] == [ids[0], ids[2], ids[3]]
     assert [v.job_id for v in after] == [ids[2]]
 
