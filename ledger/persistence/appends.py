@@ -32,6 +32,16 @@ class LeaseChange:
 
 
 @dataclass(frozen=True)
+class QuotaCheck:
+    """A new job's quota, checked under the account's and tool's lock: the item is refused
+    with status QUOTA (nothing written) when `limit` jobs of its account and tool were already
+    accepted after `since`."""
+
+    limit: int
+    since: datetime
+
+
+@dataclass(frozen=True)
 class JobAppend:
     """A job stream's next events, with what the writer already knows of the stream: the view
     they follow (None: a new job). Batches of these commit together (`append_jobs`)."""
@@ -49,6 +59,7 @@ class JobAppend:
     # The submitting token, admitted without a read (an API process's cache): the item is
     # refused with status REVOKED (nothing written) if the token has been revoked by then.
     token_id: str | None = None
+    quota: QuotaCheck | None = None  # a new job's quota (its tool has one)
 
     @property
     def expected_version(self) -> int:
@@ -63,6 +74,7 @@ class AppendStatus(StrEnum):
     IDEMPOTENCY = "idempotency"  # another job of the account holds the idempotency key
     BRAKED = "braked"  # a brake in the item's scopes holds: nothing was written
     REVOKED = "revoked"  # the item's token has been revoked: nothing was written
+    QUOTA = "quota"  # the account's quota for the tool is used up: nothing was written
 
 
 @dataclass(frozen=True)
@@ -71,8 +83,10 @@ class JobAppended:
 
     status: AppendStatus
     appended: Appended | None = None
-    holder: str | None = None  # IDEMPOTENCY: the job that holds the key
+    holder: JobView | None = None  # IDEMPOTENCY: the job that holds the key, as it stands
     brakes: tuple[BrakeView, ...] = ()  # BRAKED: the brakes that hold, oldest first
+    # QUOTA: when the oldest job counted in the window was created (the window frees then).
+    oldest: datetime | None = None
 
     @property
     def job(self) -> JobView:

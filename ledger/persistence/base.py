@@ -33,6 +33,7 @@ from ledger.persistence.appends import (
     JobAppend,
     JobAppended,
     LeaseChange,
+    QuotaCheck,
 )
 from ledger.persistence.fairness_contract import FairnessReads
 from ledger.persistence.outbox_contract import OutboxReads, OutboxWrites
@@ -207,6 +208,14 @@ class Reads(OutboxReads, WebhookReads, FairnessReads):
         verify` compares them with a fold of the events, so nothing may be normalized away."""
 
 
+class _OverQuota(Exception):  # control flow inside one append, never raised out
+    """Undoes an append the quota refuses (its savepoint rolls back)."""
+
+    def __init__(self, oldest: datetime | None) -> None:
+        super().__init__("over quota")
+        self.oldest = oldest
+
+
 class Writes(Reads, OutboxWrites, WebhookWrites):
     """A write transaction: everything it does commits together or not at all."""
 
@@ -243,11 +252,17 @@ class Writes(Reads, OutboxWrites, WebhookWrites):
             held = [b for b in self.active_brakes() if b.scope in item.brake_scopes]
             if held:
                 return JobAppended(AppendStatus.BRAKED, brakes=tuple(held))
+        payload = item.events[0].payload
+        account = getattr(payload, "account", "")
         try:
             with self.isolated():
                 appended = self.append(job_stream(item.job_id), item.events, item.expected_version)
                 if item.lease is not None:
                     self._change_lease(item.job_id, item.lease)
+                if item.quota is not None:
+                    self._within_quota(account, getattr(payload, "tool", ""), item.quota)
+        except _OverQuota as over:
+            return JobAppended(AppendStatus.QUOTA, oldest=over.oldest)
         except ConcurrencyError:
             return JobAppended(AppendStatus.CONFLICT)
         except AlreadyTerminalError:
@@ -255,12 +270,19 @@ class Writes(Reads, OutboxWrites, WebhookWrites):
         except DuplicateEventError:
             return JobAppended(AppendStatus.DUPLICATE)
         except IdempotencyKeyTakenError:
-            payload = item.events[0].payload
             key = getattr(payload, "idempotency_key", None)
-            account = getattr(payload, "account", "")
             holder = self.job_by_idempotency_key(account, key) if key else None
-            return JobAppended(AppendStatus.IDEMPOTENCY, holder=holder.job_id if holder else None)
+            return JobAppended(AppendStatus.IDEMPOTENCY, holder=holder)
         return JobAppended(AppendStatus.OK, appended)
+
+    def _within_quota(self, account: str, tool: str, quota: QuotaCheck) -> None:
+        """Counted after the job's own append (a replay or a retried write is answered first,
+        as the SQL lane does), under the account's and tool's lock: raises _OverQuota to undo
+        the append when the window already held `limit` before it."""
+        self.lock("quota", account, tool)
+        count, oldest = self.accepted_in_window(account, tool, quota.since)
+        if count > quota.limit:
+            raise _OverQuota(oldest)
 
     def _change_lease(self, job_id: str, change: LeaseChange) -> None:
         if change.op == "start":

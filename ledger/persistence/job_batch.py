@@ -101,6 +101,9 @@ def _item(p: Planned) -> dict[str, Any]:
         "brakes_lock": p.item.brakes_lock,
         "notify": p.item.notify,
         "token_id": p.item.token_id,
+        "quota": None
+        if p.item.quota is None
+        else {"limit": p.item.quota.limit, "since": p.item.quota.since},
     }
 
 
@@ -132,4 +135,10 @@ def _result(p: Planned, answer: dict[str, Any]) -> JobAppended:
             key=lambda b: (b.pulled_at, b.brake_id),
         )
         return JobAppended(status, brakes=tuple(held))
-    return JobAppended(status, holder=answer.get("job_id"))
+    if status is AppendStatus.IDEMPOTENCY:
+        holder = answer.get("view")
+        return JobAppended(status, holder=JobView.model_validate(holder) if holder else None)
+    if status is AppendStatus.QUOTA:
+        oldest = answer.get("oldest")
+        return JobAppended(status, oldest=datetime.fromisoformat(oldest) if oldest else None)
+    return JobAppended(status)

@@ -15,11 +15,11 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass, replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from ledger import event_log
-from ledger.brakes import brake_error, holding, scopes_for
+from ledger.brakes import brake_error, scopes_for
 from ledger.clock import now
 from ledger.codes import Code
 from ledger.decisions import (
@@ -36,15 +36,13 @@ from ledger.error_info import ErrorInfo
 from ledger.errors import (
     ContentionError,
     IdempotencyConflictError,
-    IdempotencyKeyTakenError,
     NotAuthenticatedError,
     RateLimitedError,
 )
 from ledger.events import JobAccepted, JobRefused, NewEvent
 from ledger.fairness import rate_refusal
 from ledger.job_view import JobView
-from ledger.persistence.appends import AppendStatus, JobAppend, JobAppended
-from ledger.persistence.base import Writes
+from ledger.persistence.appends import AppendStatus, JobAppend, JobAppended, QuotaCheck
 from ledger.queueing import Backlog, effective_start_within
 from ledger.secrets import SealedArgs, seal_args
 from ledger.services.ledger import Ledger
@@ -103,9 +101,7 @@ def _submit(
     outbox = outbox_for(ledger, dispatcher)
     gauge = outbox.backlog if outbox is not None else None
     backlog = gauge.current() if gauge is not None else None
-    submitted = _decide_grouped(ledger, caller, request, backlog, trace) or _decide_locked(
-        ledger, caller, request, backlog, trace
-    )
+    submitted = _decide(ledger, caller, request, backlog, trace)
     view = submitted.view
     if not submitted.replayed:
         event_log.decision(view)
@@ -125,66 +121,81 @@ def _take_rate(ledger: Ledger, caller: Caller) -> None:
         raise RateLimitedError(rate_refusal(caller.account, limits, wait))
 
 
-def _decide_grouped(
+def _decide(
     ledger: Ledger,
     caller: Caller,
     request: JobRequest,
     backlog: Backlog | None,
     trace: TraceRecord | None = None,
-) -> Submitted | None:
-    """The common decision in one append that joins this process's group commit: the brake
-    is checked by the store inside it. None: this request needs the locked way (its tool has
-    a quota to count, or its idempotency key is already held: a replay or a conflict)."""
+) -> Submitted:
+    """Decide, append, map the status: one append in this process's group commit, whose
+    statuses answer every precondition the store checks (the brake, the quota, a held key, a
+    revoked token). A refused precondition is recorded as the refusal it names, in a second
+    append; a held key replays its holder (the same body) or conflicts."""
     spec = get_tool(request.tool)
+    if permission_refusal(caller, request) is not None:
+        request = _keyless(request)  # the key is the account's: no replay for this token
     refusal = tool_refusal(spec, caller, request) or _backlog(spec, request, backlog)
-    if refusal is None and spec is not None and spec.quota is not None:
-        return None
     job_id = str(uuid.uuid4())
     sealed = _sealed(ledger, spec, request, job_id)
     refusal = refusal or _unsealable(request, sealed)
     key = ledger.request_key
-    payload = _payload(spec, caller, request, refusal, key, sealed, trace)
-    scopes = () if refusal is not None else scopes_for(request.tool, caller.account)
-    event = NewEvent(payload=payload, actor=caller.token_id)
     token_id = caller.token_id if caller.recheck_token else None
 
-    def append(event: NewEvent, scopes: tuple[str, ...] = ()) -> JobAppended:
+    def append(refused: ErrorInfo | None) -> JobAppended:
+        payload = _payload(spec, caller, request, refused, key, sealed, trace)
+        checks = refused is None  # a refusal is recorded whatever the brakes and quota say
         item = JobAppend(
-            job_id, [event], None, brake_scopes=scopes, notify=False, token_id=token_id
+            job_id,
+            [NewEvent(payload=payload, actor=caller.token_id)],
+            None,
+            brake_scopes=scopes_for(request.tool, caller.account) if checks else (),
+            notify=False,  # nobody can wait on a job not yet answered
+            token_id=token_id,
+            quota=_quota(spec) if checks else None,
         )
         done = ledger.appends.submit(item)
         if done.status is AppendStatus.REVOKED:
             raise NotAuthenticatedError()
         return done
 
-    done = append(event, scopes)
+    done = append(refusal)
     if done.status is AppendStatus.BRAKED:
-        refused = _payload(spec, caller, request, brake_error(done.brakes[0]), key, sealed, trace)
-        done = append(NewEvent(payload=refused, actor=caller.token_id))
-    if done.status is AppendStatus.IDEMPOTENCY:
-        if refusal is None or permission_refusal(caller, request) is None:
-            return None  # a replay or a conflict: the locked way tells which
-        # The key is held by a job this token may not have asked for: no replay for it.
-        refused = _payload(spec, caller, _keyless(request), refusal, key, sealed, trace)
-        done = append(NewEvent(payload=refused, actor=caller.token_id))
+        done = append(brake_error(done.brakes[0]))
+    elif done.status is AppendStatus.QUOTA:
+        done = append(_quota_refusal(spec, request, done.oldest))
+    if done.status is AppendStatus.IDEMPOTENCY and done.holder is not None:
+        return _replay(done.holder, request, sealed, key)
     if done.status is not AppendStatus.OK:
         raise ContentionError(f"job {job_id} could not be recorded ({done.status}); retry")
     return Submitted(done.job, replayed=False)
 
 
-def _decide_locked(
-    ledger: Ledger,
-    caller: Caller,
-    request: JobRequest,
-    backlog: Backlog | None = None,
-    trace: TraceRecord | None = None,
-) -> Submitted:
-    for _ in range(3):
-        try:
-            return _decide(ledger, caller, request, backlog, trace)
-        except IdempotencyKeyTakenError:
-            continue  # a concurrent submit with this key committed first: replay it
-    raise ContentionError("the idempotency key is contended by concurrent submits; retry")
+def _quota(spec: ToolSpec | None) -> QuotaCheck | None:
+    if spec is None or spec.quota is None:
+        return None
+    return QuotaCheck(spec.quota.limit, now() - timedelta(seconds=spec.quota.window_s))
+
+
+def _quota_refusal(
+    spec: ToolSpec | None, request: JobRequest, oldest: datetime | None
+) -> ErrorInfo:
+    assert spec is not None and spec.quota is not None  # only a quota answers QUOTA
+    window = spec.quota.window_s
+    wait = retry_after(oldest, window, now()) if oldest else window
+    return quota_refusal(request.tool, spec.quota.limit, window, wait)
+
+
+def _replay(holder: JobView, request: JobRequest, sealed: SealedArgs, key: bytes) -> Submitted:
+    """The key's holder answered again, when it was asked with the same body: under any key
+    the keyring holds (the same secret replays after a rotation), and as sent (a decision
+    recorded before secrets were sealed hashed that)."""
+    if not any(
+        replace(request, args=args).same_body(holder.request_hash, key)
+        for args in (*sealed.fingerprints, request.args)
+    ):
+        raise IdempotencyConflictError(holder.job_id)
+    return Submitted(holder, replayed=True)
 
 
 def _sealed(ledger: Ledger, spec: ToolSpec | None, request: JobRequest, job_id: str) -> SealedArgs:
@@ -258,72 +269,3 @@ def _backlog(
 def _keyless(request: JobRequest) -> JobRequest:
     """A refusal that must not take (or replay) the account's idempotency key."""
     return replace(request, idempotency_key=None)
-
-
-def _decide(
-    ledger: Ledger,
-    caller: Caller,
-    request: JobRequest,
-    backlog: Backlog | None,
-    trace: TraceRecord | None = None,
-) -> Submitted:
-    spec = get_tool(request.tool)
-    secret = ledger.request_key
-    job_id = str(uuid.uuid4())
-    sealed = _sealed(ledger, spec, request, job_id)
-    # Permission before the replay lookup: the key is the account's, not the token's.
-    if permission_refusal(caller, request) is not None:
-        request = _keyless(request)
-    with ledger.store.transaction() as tx:
-        if caller.recheck_token:
-            token = tx.token(caller.token_id)
-            if token is None or token.revoked:
-                raise NotAuthenticatedError()
-        key = request.idempotency_key
-        if key is not None:
-            tx.lock("idempotency", caller.account, key)
-            earlier = tx.job_by_idempotency_key(caller.account, key)
-            if earlier is not None:
-                # Under any key the keyring holds (the same secret replays after a rotation),
-                # and as sent (a decision recorded before secrets were sealed hashed that).
-                if not any(
-                    replace(request, args=args).same_body(earlier.request_hash, secret)
-                    for args in (*sealed.fingerprints, request.args)
-                ):
-                    raise IdempotencyConflictError(earlier.job_id)
-                return Submitted(earlier, replayed=True)
-        refusal = (
-            tool_refusal(spec, caller, request)
-            or _unsealable(request, sealed)
-            or _precondition(tx, spec, caller, request)
-            or _backlog(spec, request, backlog)
-        )
-        payload = _payload(spec, caller, request, refusal, secret, sealed, trace)
-        event = NewEvent(payload=payload, actor=caller.token_id)
-        # Nobody can wait on a job not yet answered: no notification.
-        done = tx.append_jobs([JobAppend(job_id, [event], None, notify=False)])[0]
-    if done.status is AppendStatus.IDEMPOTENCY:  # another submit took the key first
-        raise IdempotencyKeyTakenError()  # `_decide_locked` replays it
-    if done.status is not AppendStatus.OK:
-        raise ContentionError(f"job {job_id} could not be recorded ({done.status}); retry")
-    return Submitted(done.job, replayed=False)
-
-
-def _precondition(
-    tx: Writes, spec: ToolSpec | None, caller: Caller, request: JobRequest
-) -> ErrorInfo | None:
-    """Brake, then quota (the quota is counted under a lock, so it is exact)."""
-    assert spec is not None
-    held = holding(tx.active_brakes(), request.tool, caller.account)
-    if held:
-        return brake_error(held[0])
-    if spec.quota is None:
-        return None
-    tx.lock("quota", caller.account, request.tool)
-    moment = now()
-    since = moment - timedelta(seconds=spec.quota.window_s)
-    count, oldest = tx.accepted_in_window(caller.account, request.tool, since)
-    if count < spec.quota.limit:
-        return None
-    wait = retry_after(oldest, spec.quota.window_s, moment) if oldest else spec.quota.window_s
-    return quota_refusal(request.tool, spec.quota.limit, spec.quota.window_s, wait)

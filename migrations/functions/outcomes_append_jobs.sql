@@ -9,8 +9,9 @@
 -- order (so two calls never wait on each other in a circle): the brakes lock, shared, for a
 -- claim or a submit that checks brakes (a pull or a release takes it exclusive); the append
 -- lock, shared (only a read-model rebuild takes it exclusive); then, sorted by key, each item's
--- stream (exclusive), its new job's idempotency key (exclusive) and its token's stream
--- (shared: a revocation appends to it). Ledger positions and the ledger-wide chain are given
+-- stream (exclusive), its new job's idempotency key (exclusive), its new job's quota
+-- (exclusive: account and tool, as the locked count took it before 0016) and its token's
+-- stream (shared: a revocation appends to it). Ledger positions and the ledger-wide chain are given
 -- after commit by the sequencer (`outcomes_sequence`); the positions answered here are the
 -- rows' write positions.
 --
@@ -18,8 +19,10 @@
 -- process's cache is re-checked here, with the decision: 'revoked'); the stream's head is the
 -- one the writer folded from ('conflict'); no brake in the item's scopes holds ('braked'); a
 -- terminal event is the stream's first ('terminal'); no event id was recorded before
--- ('duplicate'); a new job's idempotency key is free ('idempotency'). Then the events, the
--- read-model row, the lease and the notification.
+-- ('duplicate'); a new job's idempotency key is free ('idempotency', answered with the
+-- holder's view); a new job's quota has room: fewer than its limit of the account's jobs of
+-- the tool accepted in the window ('quota', answered with the oldest one's creation). Then
+-- the events, the read-model row, the lease and the notification.
 CREATE OR REPLACE FUNCTION outcomes_append_jobs(p_items jsonb) RETURNS jsonb
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -35,6 +38,11 @@ DECLARE
     head_version integer;
     head_hash text;
     found text;
+    found_view jsonb;
+    quota jsonb;
+    quota_count bigint;
+    quota_oldest timestamptz;
+    key_tool text;
     key_account text;
     key_value text;
     held jsonb;
@@ -67,6 +75,11 @@ BEGIN
               FROM jsonb_array_elements(p_items) it
              WHERE it->'job'->>'idempotency_key' IS NOT NULL
                AND (it->'events'->0->>'stream_version')::integer = 1  -- a new job's key
+            UNION ALL
+            SELECT outcomes_lock_key(ARRAY['quota', it->'job'->>'account', it->'job'->>'tool']),
+                   false
+              FROM jsonb_array_elements(p_items) it
+             WHERE jsonb_typeof(it->'quota') = 'object'
             UNION ALL
             SELECT outcomes_lock_key(ARRAY['stream', 'token-' || (it->>'token_id')]), true
               FROM jsonb_array_elements(p_items) it
@@ -149,11 +162,26 @@ BEGIN
             key_account := job->>'account';  -- plain text parameters, as the index's columns
             key_value := job->>'idempotency_key';
             -- The row comparison only the unique index can take as an index condition.
-            SELECT j.job_id INTO found FROM jobs j
+            SELECT j.job_id, j.view INTO found, found_view FROM jobs j
              WHERE j.account = key_account AND j.idempotency_key = key_value
                AND (j.account, j.idempotency_key) >= (key_account, key_value);
             IF found IS NOT NULL THEN
-                results := results || jsonb_build_object('status', 'idempotency', 'job_id', found);
+                results := results || jsonb_build_object('status', 'idempotency', 'job_id', found,
+                                                         'view', found_view);
+                CONTINUE;
+            END IF;
+        END IF;
+        quota := item->'quota';
+        IF head_version = 0 AND jsonb_typeof(quota) = 'object' THEN
+            key_account := job->>'account';
+            key_tool := job->>'tool';
+            -- Under the quota's lock: the jobs this call wrote before are counted too.
+            SELECT count(*), min(j.created_at) INTO quota_count, quota_oldest FROM jobs j
+             WHERE j.account = key_account AND j.tool = key_tool AND j.accepted
+               AND j.created_at > (quota->>'since')::timestamptz;
+            IF quota_count >= (quota->>'limit')::integer THEN
+                results := results || jsonb_build_object('status', 'quota',
+                                                         'oldest', quota_oldest);
                 CONTINUE;
             END IF;
         END IF;

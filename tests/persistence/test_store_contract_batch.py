@@ -10,7 +10,13 @@ from datetime import UTC, datetime, timedelta
 from ledger.access import token_stream
 from ledger.codes import Code, Status
 from ledger.events import BrakePulled, TokenCreated, TokenRevoked, job_stream
-from ledger.persistence.appends import NO_STREAM, AppendStatus, JobAppend, LeaseChange
+from ledger.persistence.appends import (
+    NO_STREAM,
+    AppendStatus,
+    JobAppend,
+    LeaseChange,
+    QuotaCheck,
+)
 from ledger.persistence.base import Store
 from ledger.queries import JobFilter
 from tests.factories import accepted, failed, new, started, succeeded
@@ -73,7 +79,7 @@ def test_an_item_that_cannot_be_appended_says_why_and_the_rest_commit(any_store:
         AppendStatus.OK,
         AppendStatus.IDEMPOTENCY,
     ]
-    assert results[3].holder == keyed
+    assert results[3].holder is not None and results[3].holder == stored(any_store, keyed)
     assert stored(any_store, other) == results[2].job
     assert len(any_store.read_stream(job_stream(job))) == 3
 
@@ -156,3 +162,36 @@ def test_an_item_of_a_revoked_token_is_refused_and_writes_nothing(any_store: Sto
     assert stored(any_store, late) is None and stored(any_store, stranger) is None
     assert any_store.read_stream(job_stream(late)) == []
     assert stored(any_store, good) is not None and stored(any_store, plain) is not None
+
+
+def test_a_quota_counts_the_window_and_this_batchs_own_jobs(any_store: Store) -> None:
+    """A new job's quota: counted under the account's and tool's lock, in the window, with the
+    jobs the same batch wrote before it; another tool or account, a key's replay (answered
+    first) and a window that holds none are not held back by it."""
+    since = datetime.now(UTC) - timedelta(hours=1)
+    quota = QuotaCheck(limit=2, since=since)
+    first = any_store.append_jobs([JobAppend(new_job(), [accepted()], None, quota=quota)])[0]
+    keyed = new(accepted().payload.model_copy(update={"idempotency_key": "q-1"}))
+    batch = [
+        JobAppend(new_job(), [keyed], None, quota=quota),  # the second: room for it
+        JobAppend(new_job(), [accepted()], None, quota=quota),  # the third: over
+        JobAppend(new_job(), [accepted(tool="other.tool")], None, quota=quota),
+        JobAppend(new_job(), [accepted(account="beta")], None, quota=quota),
+        JobAppend(new_job(), [new(keyed.payload)], None, quota=quota),  # a replay's key
+    ]
+    results = any_store.append_jobs(batch)
+    assert [r.status for r in results] == [
+        AppendStatus.OK,
+        AppendStatus.QUOTA,
+        AppendStatus.OK,
+        AppendStatus.OK,
+        AppendStatus.IDEMPOTENCY,
+    ]
+    assert results[1].oldest == first.job.created_at  # the window frees when it leaves
+    assert stored(any_store, batch[1].job_id) is None  # nothing written for it
+    assert results[4].holder == stored(any_store, batch[0].job_id)
+    later = QuotaCheck(limit=2, since=datetime.now(UTC))  # a window that holds none of them
+    assert (
+        any_store.append_jobs([JobAppend(new_job(), [accepted()], None, quota=later)])[0].status
+        is AppendStatus.OK
+    )

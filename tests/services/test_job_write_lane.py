@@ -1,12 +1,10 @@
 """Every job write goes through the one batch append (`Writes.append_jobs`), whose statuses
 answer its preconditions: the reconciler's findings, an outcome that finds its job moved (on
-time after an earlier attempt's late outcome, or kept late), and the locked submit. Each runs
+time after an earlier attempt's late outcome, or kept late), and a submit with a quota. Each runs
 on every store (memory, SQLite, Postgres), whose lanes differ: Postgres's is one SQL call."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -24,7 +22,7 @@ from ledger.services.reconcile import reconcile_once
 from ledger.services.submit import submit
 from ledger.services.work import ClaimResult, claim, record_outcome
 from tests.factories import Recorder
-from tests.tools import METERED, RECONCILE_READS, RECONCILE_SPENDS
+from tests.tools import METERED, QUOTA, RECONCILE_READS, RECONCILE_SPENDS
 
 POLICY = ReconcilePolicy(relay_after_s=3600)
 AGENT = Caller(account="acme", token_id="tok")
@@ -137,45 +135,23 @@ def test_a_finding_on_a_job_that_moved_is_a_lost_race_and_writes_nothing(
     assert jobs.get(ledger, job_id).status is Status.SUCCEEDED
 
 
-def test_the_locked_submit_appends_through_the_lane_and_replays_a_key(ledger: Ledger) -> None:
-    request = JobRequest(METERED, {"text": "hi"}, idempotency_key="k-1")  # a quota: the locked way
-    first = submit(ledger, AGENT, request, Recorder())
-    again = submit(ledger, AGENT, request, Recorder())
-    assert not first.replayed and again.replayed
-    assert again.view.job_id == first.view.job_id
+def test_a_tool_with_a_quota_is_decided_in_the_one_append(ledger: Ledger) -> None:
+    """The quota is the append's precondition: within it, accepted; over it, the refusal that
+    names it (with when to retry), recorded; a replay of a held key is answered first."""
+    keyed = JobRequest(METERED, {"text": "a"}, idempotency_key="k-1")
+    first = submit(ledger, AGENT, keyed, Recorder())
+    for _ in range(QUOTA - 1):
+        assert submit(ledger, AGENT, JobRequest(METERED, {"text": "b"}), Recorder()).view.accepted
+    over = submit(ledger, AGENT, JobRequest(METERED, {"text": "c"}), Recorder()).view
+    assert (over.status, over.code) == (Status.REFUSED, Code.QUOTA_EXCEEDED)
+    assert over.error is not None and over.error.retry_after_s is not None
+    assert 3500 < over.error.retry_after_s <= 3600  # when the oldest leaves the hour's window
+    again = submit(ledger, AGENT, keyed, Recorder())
+    assert again.replayed and again.view == jobs.get(ledger, first.view.job_id)
     assert _types(ledger, first.view.job_id) == ["job.accepted"]
-
-
-def test_the_locked_submit_replays_a_key_taken_between_its_check_and_its_append(
-    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The lane's status answers the key's precondition: a first try that did not see the
-    holder is refused by the append (nothing written), and the submit replays the holder."""
-    request = JobRequest(METERED, {"text": "hi"}, idempotency_key="k-2")
-    holder = submit(ledger, AGENT, request, Recorder()).view
-    opened = ledger.store.transaction
-    blinded: list[bool] = []
-
-    class Blind:  # the first transaction's writes miss the key's holder
-        def __init__(self, tx: object) -> None:
-            self._tx = tx
-
-        def __getattr__(self, name: str) -> object:
-            return getattr(self._tx, name)
-
-        def job_by_idempotency_key(self, account: str, key: str) -> None:
-            return None
-
-    @contextmanager
-    def transaction() -> Iterator[object]:
-        with opened() as tx:
-            yield tx if blinded else Blind(tx)
-            blinded.append(True)
-
-    monkeypatch.setattr(ledger.store, "transaction", transaction)
-    again = submit(ledger, AGENT, request, Recorder())
-    assert blinded and again.replayed and again.view.job_id == holder.job_id
-    assert len(_jobs_of(ledger)) == 1
+    assert len(_jobs_of(ledger)) == QUOTA + 1  # the refusal is recorded, the replay is not
+    other = Caller(account="beta", token_id="tok-beta")  # per account
+    assert submit(ledger, other, JobRequest(METERED, {"text": "d"}), Recorder()).view.accepted
 
 
 def _jobs_of(ledger: Ledger) -> list[JobView]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import uuid
-from collections.abc import Callable
 
 import orjson
 import pytest
@@ -17,9 +16,8 @@ from ledger.errors import DispatchError, IdempotencyConflictError
 from ledger.events import JobAccepted, NewEvent, job_stream
 from ledger.persistence.memory import MemoryStore
 from ledger.services import brakes
-from ledger.services import submit as submit_service
 from ledger.services.ledger import Ledger
-from ledger.services.submit import Submitted, submit
+from ledger.services.submit import submit
 from tests.factories import Recorder, get_job
 from tests.tools import ECHO, METERED, OFF, QUOTA
 
@@ -112,22 +110,14 @@ def test_the_same_key_and_body_replays_another_body_conflicts(memory_ledger: Led
 
 
 NARROW = Caller(account="acme", token_id="tok-narrow", tools=frozenset({METERED}))
-Decide = Callable[[Ledger, Caller, JobRequest], Submitted]
 
 
-@pytest.mark.parametrize(
-    "decide",
-    [
-        submit,  # the grouped way: the store finds the key held
-        submit_service._decide_locked,  # the locked way reads the key itself
-    ],
-)
 @pytest.mark.parametrize("args", [{"text": "x"}, {"text": "other body"}])
 def test_a_key_replays_only_to_a_token_that_may_call_the_tool(
-    memory_ledger: Ledger, decide: Decide, args: dict[str, object]
+    memory_ledger: Ledger, args: dict[str, object]
 ) -> None:
     first = submit(memory_ledger, AGENT, JobRequest(ECHO, {"text": "x"}, idempotency_key="k-1"))
-    narrow = decide(memory_ledger, NARROW, JobRequest(ECHO, args, idempotency_key="k-1"))
+    narrow = submit(memory_ledger, NARROW, JobRequest(ECHO, args, idempotency_key="k-1"))
     view = narrow.view
     assert (narrow.replayed, view.status, view.code) == (False, Status.REFUSED, Code.ACCESS_DENIED)
     assert view.job_id != first.view.job_id and view.idempotency_key is None  # the key is not its
