@@ -42,6 +42,7 @@ DECLARE
     quota jsonb;
     quota_count bigint;
     quota_oldest timestamptz;
+    quota_since timestamptz;
     key_tool text;
     key_account text;
     key_value text;
@@ -175,10 +176,14 @@ BEGIN
         IF head_version = 0 AND jsonb_typeof(quota) = 'object' THEN
             key_account := job->>'account';
             key_tool := job->>'tool';
-            -- Under the quota's lock: the jobs this call wrote before are counted too.
+            quota_since := (quota->>'since')::timestamptz;
+            -- Under the quota's lock: the jobs this call wrote before are counted too. The row
+            -- comparison only `ix_jobs_quota` can take as an index condition (planned on an
+            -- empty table, the plain one walked the account's jobs by another index).
             SELECT count(*), min(j.created_at) INTO quota_count, quota_oldest FROM jobs j
              WHERE j.account = key_account AND j.tool = key_tool AND j.accepted
-               AND j.created_at > (quota->>'since')::timestamptz;
+               AND j.created_at > quota_since
+               AND (j.account, j.tool, j.created_at) > (key_account, key_tool, quota_since);
             IF quota_count >= (quota->>'limit')::integer THEN
                 results := results || jsonb_build_object('status', 'quota',
                                                          'oldest', quota_oldest);

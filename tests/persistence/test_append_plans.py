@@ -10,12 +10,13 @@ lookup used: no statistics, no timing."""
 from __future__ import annotations
 
 import uuid
+from datetime import UTC, datetime, timedelta
 
 import psycopg
 import pytest
 
 from ledger.events import JobAccepted
-from ledger.persistence.appends import AppendStatus, JobAppend
+from ledger.persistence.appends import AppendStatus, JobAppend, QuotaCheck
 from ledger.persistence.engine import make_engine
 from ledger.persistence.sql_store import SqlStore
 from tests.concurrent_writers import psycopg_dsn, wait_until
@@ -61,3 +62,36 @@ def test_keyed_submits_on_a_new_ledger_find_their_key_through_the_unique_index(
     unique, quota = "uq_jobs_account_idempotency_key", "ix_jobs_quota"
     assert after[unique] - before[unique] >= SUBMITS
     assert after[quota] - before[quota] == 0
+
+
+def seq_scans(url: str) -> int:
+    with psycopg.connect(psycopg_dsn(url), autocommit=True) as conn:
+        row = conn.execute("SELECT seq_scan FROM pg_stat_user_tables WHERE relname = 'jobs'")
+        found = row.fetchone()
+    assert found is not None
+    return int(found[0])
+
+
+def test_quota_counts_on_a_new_ledger_walk_the_quota_index(pg_database: str) -> None:
+    """0016: the quota is counted inside the function, with a cached plan. Planned on an empty
+    table, the plain count walked every job of the account through the idempotency index; it
+    is worded so that `ix_jobs_quota` (account, tool, created_at) takes it."""
+    before, scanned = index_scans(pg_database), seq_scans(pg_database)
+    since = datetime.now(UTC) - timedelta(hours=1)
+    n = SUBMITS // 4
+    with SqlStore(make_engine(pg_database)) as store:
+        for _ in range(n):
+            payload = JobAccepted(account="acme", tool="a.metered", args={})
+            quota = QuotaCheck(limit=10**6, since=since)
+            item = JobAppend(str(uuid.uuid4()), [new(payload)], None, quota=quota)
+            assert store.append_jobs([item])[0].status is AppendStatus.OK
+
+    def counted() -> bool:
+        return index_scans(pg_database)["pk_jobs"] - before["pk_jobs"] >= n
+
+    wait_until(counted, 10.0, "the server to count the submits")
+    after = index_scans(pg_database)
+    unique, quota_index = "uq_jobs_account_idempotency_key", "ix_jobs_quota"
+    assert after[quota_index] - before[quota_index] >= n
+    assert after[unique] - before[unique] == 0  # no key: only the wrong plan would walk it
+    assert seq_scans(pg_database) == scanned
