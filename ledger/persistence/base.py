@@ -19,21 +19,13 @@ from types import TracebackType
 from typing import Any, Protocol, Self
 
 from ledger.brake_view import BrakeView
-from ledger.errors import (
-    AlreadyTerminalError,
-    ConcurrencyError,
-    DuplicateEventError,
-    IdempotencyKeyTakenError,
-)
-from ledger.events import NewEvent, RecordedEvent, job_stream
+from ledger.events import NewEvent, RecordedEvent
 from ledger.job_view import JobView
+from ledger.persistence import job_lane
 from ledger.persistence.appends import (
     Appended,
-    AppendStatus,
     JobAppend,
     JobAppended,
-    LeaseChange,
-    QuotaCheck,
 )
 from ledger.persistence.fairness_contract import FairnessReads
 from ledger.persistence.outbox_contract import OutboxReads, OutboxWrites
@@ -52,9 +44,7 @@ from ledger.queries import (
 from ledger.reconcile_rules import OpenJob
 from ledger.token_view import TokenView
 
-# The lock workers take shared while they check the brake and claim, and `brake pull` takes
-# exclusive, so that no work starts after a pull has committed (contract §5).
-BRAKES_LOCK = "brakes"
+BRAKES_LOCK = job_lane.BRAKES_LOCK  # shared by claims and submits, exclusive for a pull
 
 
 Progress = Callable[[int], None]  # told how many events were just handled (progress bars)
@@ -208,14 +198,6 @@ class Reads(OutboxReads, WebhookReads, FairnessReads):
         verify` compares them with a fold of the events, so nothing may be normalized away."""
 
 
-class _OverQuota(Exception):  # control flow inside one append, never raised out
-    """Undoes an append the quota refuses (its savepoint rolls back)."""
-
-    def __init__(self, oldest: datetime | None) -> None:
-        super().__init__("over quota")
-        self.oldest = oldest
-
-
 class Writes(Reads, OutboxWrites, WebhookWrites):
     """A write transaction: everything it does commits together or not at all."""
 
@@ -236,60 +218,9 @@ class Writes(Reads, OutboxWrites, WebhookWrites):
 
     def append_jobs(self, items: Sequence[JobAppend]) -> list[JobAppended]:
         """Append each item in this transaction; an item that cannot be appended reports why
-        (its status) and leaves the others to commit."""
-        if any(item.brakes_lock or item.brake_scopes for item in items):
-            # Ordered against `brake pull` and release, which take it exclusive (writers no
-            # longer share one lock that would order them).
-            self.lock(BRAKES_LOCK, shared=True)
-        return [self._append_job(item) for item in items]
-
-    def _append_job(self, item: JobAppend) -> JobAppended:
-        if item.token_id is not None:
-            token = self.token(item.token_id)
-            if token is None or token.revoked:
-                return JobAppended(AppendStatus.REVOKED)
-        if item.brake_scopes:
-            held = [b for b in self.active_brakes() if b.scope in item.brake_scopes]
-            if held:
-                return JobAppended(AppendStatus.BRAKED, brakes=tuple(held))
-        payload = item.events[0].payload
-        account = getattr(payload, "account", "")
-        try:
-            with self.isolated():
-                appended = self.append(job_stream(item.job_id), item.events, item.expected_version)
-                if item.lease is not None:
-                    self._change_lease(item.job_id, item.lease)
-                if item.quota is not None:
-                    self._within_quota(account, getattr(payload, "tool", ""), item.quota)
-        except _OverQuota as over:
-            return JobAppended(AppendStatus.QUOTA, oldest=over.oldest)
-        except ConcurrencyError:
-            return JobAppended(AppendStatus.CONFLICT)
-        except AlreadyTerminalError:
-            return JobAppended(AppendStatus.TERMINAL)
-        except DuplicateEventError:
-            return JobAppended(AppendStatus.DUPLICATE)
-        except IdempotencyKeyTakenError:
-            key = getattr(payload, "idempotency_key", None)
-            holder = self.job_by_idempotency_key(account, key) if key else None
-            return JobAppended(AppendStatus.IDEMPOTENCY, holder=holder)
-        return JobAppended(AppendStatus.OK, appended)
-
-    def _within_quota(self, account: str, tool: str, quota: QuotaCheck) -> None:
-        """Counted after the job's own append (a replay or a retried write is answered first,
-        as the SQL lane does), under the account's and tool's lock: raises _OverQuota to undo
-        the append when the window already held `limit` before it."""
-        self.lock("quota", account, tool)
-        count, oldest = self.accepted_in_window(account, tool, quota.since)
-        if count > quota.limit:
-            raise _OverQuota(oldest)
-
-    def _change_lease(self, job_id: str, change: LeaseChange) -> None:
-        if change.op == "start":
-            assert change.expires_at is not None
-            self.start_lease(job_id, change.attempt, change.worker, change.expires_at)
-        else:
-            self.drop_lease(job_id, change.attempt)
+        (its status) and leaves the others to commit. The general way (`job_lane`): a store
+        with a one-call lane overrides it."""
+        return job_lane.append_each(self, items)
 
     @abstractmethod
     def isolated(self) -> AbstractContextManager[None]:
