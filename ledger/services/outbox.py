@@ -30,7 +30,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -43,12 +43,12 @@ from ledger.queueing import Confirmation
 from ledger.services import dispatch_window, queue_epoch
 from ledger.services.backlog import BacklogGauge
 from ledger.services.ledger import Ledger
+from ledger.services.outbox_records import ConfirmationRecords
 from ledger.tracing import Span, TraceRecord, job_attributes, tracer
 
 log = logging.getLogger(__name__)
 
 RETRY_S = (0.25, 0.5, 1.0)  # between rounds of what the broker did not take, as it stays away
-FLUSH_S = 0.1  # confirmations gather this long before they are recorded together
 EPOCH_REFRESH_S = 2.0
 MAX_BATCH = 500  # messages per publish (their confirms are awaited together)
 MAX_HELD = 100_000  # jobs kept in memory for another try; beyond, the reconciler's relay
@@ -103,25 +103,15 @@ class Outbox:
         self._later: list[_Job] = []  # failed publishes, to try again
         self._failures = 0  # publishes failed in a row: the broker is away, not one message
         self._retry_at = 0.0  # time.monotonic() of the next try of what failed
-        self._confirmed: list[Confirmation] = []
         self._in_flight = 0
-        self._recording = 0  # records taken and not yet committed (or failed)
         self._stopping = False
-        # The recorder's own wake-up, set only to stop it: waiting on `_cond`, it could take a
-        # send's one notify meant for an idle publisher (and that job waited for the next).
-        self._stop_recording = threading.Event()
         self._threads: list[threading.Thread] = []
         self._epoch: str | None = None
         self._epoch_read = float("-inf")
         # What submit refuses by, sampled in the background: an inline outbox (a command, a
         # test) lives for one submit, too short to measure a drain rate, so it has none.
         self.backlog = BacklogGauge(ledger) if background else None
-        # One window admission at a time in this process, and never while a record of
-        # confirmations is between its commit and `_unrecorded` (it would count them twice).
-        self._admitting = threading.RLock()
-        # Admitted to a window and not yet recorded as confirmed (job id: account): the
-        # ledger's count cannot see them yet, so the next admission adds them.
-        self._unrecorded: dict[str, str] = {}
+        self._records = ConfirmationRecords(ledger, self.backlog)
         # Batches are admitted in the order they were taken (a window's first N are the
         # account's first N, whichever thread publishes them): a ticket each, and the turn.
         self._tickets = 0
@@ -164,7 +154,7 @@ class Outbox:
 
     def _send_inline(self, job: _Job) -> Sent:
         sent = self._publish([job], again=False)
-        self._record(self._take_confirmed())
+        self._records.record_now()
         return sent
 
     def flush(self, timeout_s: float = 10.0) -> bool:
@@ -175,23 +165,25 @@ class Outbox:
             with self._cond:
                 idle = not self._ready and not self._in_flight
             if idle:
-                self._record(self._take_confirmed())
+                self._records.record_now()
                 with self._cond:
-                    if not (self._ready or self._in_flight or self._confirmed or self._recording):
-                        return True
+                    published = not (self._ready or self._in_flight)
+                if published and self._records.idle:
+                    return True
             if time.monotonic() > deadline:
                 return False
             time.sleep(0.005)
 
     def pending(self) -> dict[str, int]:
         """What is not yet published or recorded, by where it waits (a stalled flush's report)."""
+        unrecorded, recording = self._records.counts()
         with self._cond:
             return {
                 "ready": len(self._ready),
                 "in_flight": self._in_flight,
                 "later": len(self._later),
-                "confirmed_unrecorded": len(self._confirmed),
-                "recording": self._recording,
+                "confirmed_unrecorded": unrecorded,
+                "recording": recording,
                 "failures_in_a_row": self._failures,
             }
 
@@ -210,10 +202,10 @@ class Outbox:
             self._stopping = True
             self._cond.notify_all()
             threads, self._threads = self._threads, []
-        self._stop_recording.set()
+        self._records.stop()
         for thread in threads:
             thread.join(timeout_s)
-        self._record(self._take_confirmed())
+        self._records.record_now()
 
     # --- the reconciler's relay ------------------------------------------------------------
 
@@ -233,7 +225,7 @@ class Outbox:
         clock = time.monotonic()
         jobs = [_job_of(v, clock + _retry_delay(v, moment)) for v in views]
         sent = self._publish(jobs, again=False)
-        self._record(self._take_confirmed())
+        self._records.record_now()
         if sent.confirmed:
             log.info("relay: published %d job(s) no dispatch had confirmed", len(sent.confirmed))
         return sent
@@ -289,17 +281,14 @@ class Outbox:
                 self._cond.notify_all()
 
     def _admit(self, batch: list[_Job], window: int) -> list[_Job]:
-        with self._admitting:
-            self._record(self._take_confirmed())  # so that the count sees this process's own
-            with self._cond:
-                pending = Counter(self._unrecorded.values())
+        records = self._records
+        with records.admitting:
+            records.record_now()  # so that the count sees this process's own
+            pending = records.unrecorded_by_account()
             accounts = [job.account for job in batch]
             fits = dispatch_window.admit(self.ledger, accounts, window, pending)
             admitted = [job for job, fit in zip(batch, fits, strict=True) if fit]
-            with self._cond:
-                self._unrecorded.update(
-                    (job.job_id, job.account) for job in admitted if job.account
-                )
+            records.admitted((job.job_id, job.account) for job in admitted)
         return admitted
 
     # --- the publishing threads ------------------------------------------------------------
@@ -309,7 +298,7 @@ class Outbox:
             return
         for index in range(self._publishers):
             self._spawn(self._publish_loop, f"outbox-{index}")
-        self._spawn(self._record_loop, "outbox-record")
+        self._spawn(self._records.run, "outbox-record")
 
     def _spawn(self, target: Callable[[], None], name: str) -> None:
         thread = threading.Thread(target=target, name=name, daemon=True)
@@ -373,16 +362,16 @@ class Outbox:
             _end_dispatch_spans(spans, fates)
         confirmed_at = now()
         failed: list[_Job] = []
+        confirmations: list[Confirmation] = []
+        for job, fate in zip(jobs, fates, strict=True):
+            if fate is None:
+                sent.confirmed.append(job.job_id)
+                confirmations.append(Confirmation(job.job_id, job.version, epoch, confirmed_at))
+            else:
+                sent.failed.append(job.job_id)
+                failed.append(job)
+        self._records.add(confirmations)
         with self._cond:
-            for job, fate in zip(jobs, fates, strict=True):
-                if fate is None:
-                    sent.confirmed.append(job.job_id)
-                    self._confirmed.append(
-                        Confirmation(job.job_id, job.version, epoch, confirmed_at)
-                    )
-                else:
-                    sent.failed.append(job.job_id)
-                    failed.append(job)
             was_failing = self._failures > 0
             if again:
                 self._failures = self._failures + 1 if not sent.confirmed else 0
@@ -409,44 +398,6 @@ class Outbox:
             if len(self._later) > MAX_HELD:  # the oldest are the reconciler's relay's now
                 self._later = self._later[-MAX_HELD:]
             self._cond.notify_all()
-
-    # --- confirmations ---------------------------------------------------------------------
-
-    def _record_loop(self) -> None:
-        # A flush every FLUSH_S: one statement records what gathered, not one per job.
-        while not self._stop_recording.wait(FLUSH_S):
-            self._record(self._take_confirmed())
-            if self.backlog is not None:  # sampled here once a second: no submit waits for it
-                self.backlog.current()
-
-    def _take_confirmed(self) -> list[Confirmation]:
-        """Called by whoever records next; counted as recording until `_record` is done, so a
-        flush never answers while another thread's record is still uncommitted."""
-        with self._cond:
-            taken, self._confirmed = self._confirmed, []
-            if taken:
-                self._recording += 1
-        return taken
-
-    def _record(self, confirmed: list[Confirmation]) -> None:
-        if not confirmed:
-            return
-        try:
-            with self._admitting:
-                with self.ledger.store.transaction() as tx:
-                    tx.record_dispatches(confirmed)
-                with self._cond:  # the ledger's count sees them now
-                    for confirmation in confirmed:
-                        self._unrecorded.pop(confirmation.job_id, None)
-        except LedgerError as exc:
-            # Kept for the next flush; if this process dies first, the reconciler's relay
-            # publishes those jobs once more (harmless: the claim is version-checked).
-            log.warning("outbox: recording %d confirmation(s) failed: %s", len(confirmed), exc)
-            with self._cond:
-                self._confirmed[:0] = confirmed[-MAX_HELD:]
-        finally:
-            with self._cond:
-                self._recording -= 1
 
     # --- the queue's epoch -----------------------------------------------------------------
 

@@ -15,6 +15,7 @@ from ledger.errors import DispatchError
 from ledger.queueing import Confirmation
 from ledger.services.ledger import Ledger
 from ledger.services.outbox import Outbox
+from ledger.services.outbox_records import ConfirmationRecords
 from ledger.services.submit import submit
 from tests.plugins.deployments import wait_until
 from tests.tools import ECHO
@@ -106,17 +107,27 @@ def test_the_relay_publishes_what_no_process_confirmed(memory_ledger: Ledger) ->
     assert outbox.relay_once(relay_after_s=0.005).confirmed == []  # confirmed: left alone
 
 
-class CountingOutbox(Outbox):
-    """An outbox that notes how many confirmations each record wrote together."""
+class CountingRecords(ConfirmationRecords):
+    """Confirmation records that note how many confirmations each record wrote together."""
 
-    def __init__(self, ledger: Ledger, broker: Broker) -> None:
-        super().__init__(ledger, broker)
+    def __init__(self, ledger: Ledger) -> None:
+        super().__init__(ledger)
         self.records: list[int] = []
 
-    def _record(self, confirmed: list[Confirmation]) -> None:
+    def record(self, confirmed: list[Confirmation]) -> None:
         if confirmed:
             self.records.append(len(confirmed))
-        super()._record(confirmed)
+        super().record(confirmed)
+
+
+class CountingOutbox(Outbox):
+    def __init__(self, ledger: Ledger, broker: Broker) -> None:
+        super().__init__(ledger, broker)
+        self._records = self.counting = CountingRecords(ledger)
+
+    @property
+    def records(self) -> list[int]:
+        return self.counting.records
 
 
 def test_confirmations_published_one_by_one_are_recorded_together(
