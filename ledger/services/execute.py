@@ -28,6 +28,7 @@ from ledger.dispatch import Dispatcher
 from ledger.errors import (
     AwaitableReturned,
     BrakeEngaged,
+    ContentionError,
     DeadlineExceeded,
     DispatchError,
     LedgerError,
@@ -269,7 +270,7 @@ class Executor:
             recorded = record_outcome(self.ledger, view, event, retry_for_s=OUTCOME_WRITE_BUDGET_S)
             if made is not None:
                 made.set_attribute("outcomes.late", recorded.late)
-        except StorageUnavailableError as exc:
+        except (StorageUnavailableError, ContentionError) as exc:
             if made is not None:
                 made.fail("the outcome could not be recorded")
             # The tool ran: never claim it again. The reconciler will see the lease lapse.

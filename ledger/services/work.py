@@ -14,7 +14,7 @@ from ledger.brake_view import BrakeView
 from ledger.brakes import brake_error, holding, scopes_for
 from ledger.clock import now
 from ledger.codes import Status
-from ledger.errors import JobStreamError, StorageUnavailableError
+from ledger.errors import ContentionError, JobStreamError, StorageUnavailableError
 from ledger.events import (
     NewEvent,
     Payload,
@@ -189,6 +189,9 @@ def brakes_holding(ledger: Ledger, tool: str, account: str) -> list[BrakeView]:
         return holding(reads.active_brakes(), tool, account)
 
 
+MOVED_TRIES = 5  # reads and appends of an outcome whose job moved, before giving up
+
+
 @dataclass(frozen=True)
 class Recorded:
     late: bool  # the job had been closed; the outcome was kept as work.late_outcome
@@ -232,7 +235,7 @@ def _record_once(ledger: Ledger, claimed: JobView, event: NewEvent) -> Recorded:
     outcome on time (only late outcomes of earlier, lost attempts followed the claim) or late."""
     stream = job_stream(claimed.job_id)
     attempt = getattr(event.payload, "attempt", 0)
-    while True:
+    for _ in range(MOVED_TRIES):
         with ledger.store.reading() as reads:
             history = reads.read_stream(stream)
             current = reads.job(claimed.job_id)
@@ -250,6 +253,8 @@ def _record_once(ledger: Ledger, claimed: JobView, event: NewEvent) -> Recorded:
         if done.status is AppendStatus.TERMINAL:  # settled since the read
             break
         # Moved again since the read, or our earlier try landed: look again.
+    else:
+        raise _still_moving(claimed.job_id)
     _append_late(ledger, claimed.job_id, event)
     return Recorded(late=True)
 
@@ -266,7 +271,7 @@ def _append_late(ledger: Ledger, job_id: str, event: NewEvent) -> None:
     # Derived id: a retried late write is recognised instead of being kept twice.
     late_id = uuid.uuid5(_LATE, str(event.event_id))
     kept = NewEvent(payload=late, actor=event.actor, event_id=late_id)
-    while True:  # after whatever the stream holds now (a late outcome follows any event)
+    for _ in range(MOVED_TRIES):  # after whatever the stream holds now (it follows any event)
         with ledger.store.reading() as reads:
             current = reads.job(job_id)
         if current is None:
@@ -276,6 +281,13 @@ def _append_late(ledger: Ledger, job_id: str, event: NewEvent) -> None:
             done = tx.append_jobs([append])[0]
         if done.status in (AppendStatus.OK, AppendStatus.DUPLICATE):
             return
+    raise _still_moving(job_id)
+
+
+def _still_moving(job_id: str) -> ContentionError:
+    """The stream kept moving under every try (or its read model disagrees with it): nothing
+    of this outcome was recorded, its lease lapses and the reconciler judges the attempt."""
+    return ContentionError(f"job {job_id}: the outcome could not follow its stream; not recorded")
 
 
 _LATE = uuid.UUID("6c617465-6f75-7463-6f6d-650000000000")

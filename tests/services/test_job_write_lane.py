@@ -5,14 +5,18 @@ on every store (memory, SQLite, Postgres), whose lanes differ: Postgres's is one
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from ledger.codes import Code, Status
 from ledger.decisions import Caller, JobRequest
+from ledger.errors import ContentionError
 from ledger.events import NewEvent, WorkSucceeded, job_stream
 from ledger.job_view import JobView
+from ledger.persistence.appends import AppendStatus, JobAppend, JobAppended
 from ledger.persistence.base import Store
 from ledger.queries import JobFilter
 from ledger.reconcile_rules import ReconcilePolicy
@@ -20,7 +24,7 @@ from ledger.services import jobs
 from ledger.services.ledger import Ledger
 from ledger.services.reconcile import reconcile_once
 from ledger.services.submit import submit
-from ledger.services.work import ClaimResult, claim, record_outcome
+from ledger.services.work import MOVED_TRIES, ClaimResult, claim, record_outcome
 from tests.factories import Recorder
 from tests.tools import METERED, QUOTA, RECONCILE_READS, RECONCILE_SPENDS
 
@@ -157,3 +161,33 @@ def test_a_tool_with_a_quota_is_decided_in_the_one_append(ledger: Ledger) -> Non
 def _jobs_of(ledger: Ledger) -> list[JobView]:
     with ledger.store.reading() as reads:
         return reads.jobs(JobFilter(limit=10))
+
+
+def test_an_outcome_whose_stream_keeps_moving_is_given_up_typed_never_spun_on(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read model that disagrees with its stream (every append conflicts): a bounded number
+    of tries, then a typed error and nothing recorded; the lease lapses for the reconciler."""
+    job_id = _accept(ledger, RECONCILE_READS)
+    claimed = _claimed(ledger, job_id, "w-1")
+    appends: list[int] = []
+
+    def conflicting(items: Sequence[JobAppend]) -> list[JobAppended]:
+        appends.append(len(items))
+        return [JobAppended(AppendStatus.CONFLICT) for _ in items]
+
+    opened = ledger.store.transaction
+
+    @contextmanager
+    def transaction() -> Iterator[object]:
+        with opened() as tx:
+            monkeypatch.setattr(tx, "append_jobs", conflicting)
+            yield tx
+
+    monkeypatch.setattr(ledger.store, "transaction", transaction)
+    monkeypatch.setattr(ledger.store, "append_jobs", conflicting)  # the group commit's too
+    with pytest.raises(ContentionError):
+        record_outcome(ledger, claimed, _success(claimed))
+    assert len(appends) == 1 + MOVED_TRIES  # the group commit's, then each try's
+    monkeypatch.undo()
+    assert _types(ledger, job_id)[-1] == "work.started"  # nothing of the outcome recorded
