@@ -76,7 +76,7 @@ def app_store(pg_app_url: str) -> Iterator[SqlStore]:
 
 
 def live_a_little(ledger: Ledger) -> list[str]:
-    """The application's normal life: tokens, submits (the batched and the locked way), a
+    """The application's normal life: tokens, submits (with a key and a quota), a
     worker's claim and outcome, the brake, a reconcile pass, a rebuild. Returns the job ids."""
     issued = tokens.create(ledger, "acme", "agent", None, actor="tests")
     tokens.revoke(ledger, tokens.create(ledger, "acme", "agent", None, "tests").view.token_id, "t")
@@ -84,7 +84,7 @@ def live_a_little(ledger: Ledger) -> list[str]:
     assert reconcile_once(ledger, dispatcher, ReconcilePolicy()).queue_lost is None  # epoch 1
     echo = submit(ledger, AGENT, JobRequest(ECHO, {"text": "hi"}), dispatcher).view
     keyed = submit(ledger, AGENT, JobRequest(ECHO, {"text": "k"}, idempotency_key="k-1")).view
-    metered = submit(ledger, AGENT, JobRequest(METERED, {"text": "m"})).view  # quota: locked
+    metered = submit(ledger, AGENT, JobRequest(METERED, {"text": "m"})).view  # a quota
     executor = Executor(ledger, "roles-worker")
     for job in (echo, keyed):
         assert executor.execute(job.job_id).event_type == "work.succeeded"
