@@ -16,7 +16,7 @@ import pytest
 import tests.tools  # noqa: F401  (the canary tools)
 from ledger import telemetry
 from ledger.decisions import Caller, JobRequest
-from ledger.errors import OutcomeUnrecordedError, StorageUnavailableError
+from ledger.errors import ContentionError, OutcomeUnrecordedError, StorageUnavailableError
 from ledger.reconcile_rules import ReconcilePolicy
 from ledger.services import brakes, execute
 from ledger.services.execute import Executor
@@ -181,15 +181,22 @@ def test_a_replayed_submit_is_not_a_second_decision(
     assert [line["event"] for line in lines(caplog)] == ["decision"]
 
 
+@pytest.mark.parametrize(
+    "unwritten",
+    [
+        StorageUnavailableError("connection refused"),  # the database stayed away
+        ContentionError("the outcome could not follow its stream"),  # the job kept moving
+    ],
+)
 def test_failed_lease_renewals_and_unwritten_outcomes_are_told(
-    memory_ledger: Ledger, told: Told, monkeypatch: pytest.MonkeyPatch
+    memory_ledger: Ledger, told: Told, monkeypatch: pytest.MonkeyPatch, unwritten: Exception
 ) -> None:
     worker = Executor(memory_ledger, "host-1:42")
     worker._heartbeat(str(uuid.uuid4()), 1)  # no lease of this attempt: the renewal fails
     assert told.of("lease_renewal_failed") == [None]
 
     def database_away(*_: object, **__: object) -> None:
-        raise StorageUnavailableError("connection refused")
+        raise unwritten
 
     monkeypatch.setattr(execute, "record_outcome", database_away)
     job = submit(memory_ledger, AGENT, JobRequest("canary.decline", {"secret": "x"})).view
