@@ -168,6 +168,14 @@ def test_two_reconciler_processes_record_each_finding_once(rig: Rig) -> None:
     lost_retryable = [vanished("rtest.poison") for _ in range(30)]
     every = queued + rejected + lost_spending + lost_retryable
     wait_terminal(store, every, timeout_s=60)
+    findings = len(queued) + len(rejected) * 2 + len(lost_spending) + len(lost_retryable) * 2
+
+    def reported() -> int:
+        return sum(len(p["recorded"]) for p in first.passes() + second.passes())
+
+    # The pass that recorded the last finding goes on (its re-dispatches, the relay) before it
+    # prints its line; a stop in between (SIGINT) would lose that line, not the findings.
+    wait_until(lambda: reported() >= findings, 30, "every recording pass to report")
     first.stop()
     second.stop()
 
@@ -197,7 +205,6 @@ def test_two_reconciler_processes_record_each_finding_once(rig: Rig) -> None:
     assert sum(int(p["relayed"]) for p in passes) >= len(queued)
 
     # What the processes say they recorded is exactly what the ledger holds, once each.
-    findings = len(queued) + len(rejected) * 2 + len(lost_spending) + len(lost_retryable) * 2
     by_reconciler = [e for e in store.iter_events() if e.actor == "reconciler"]
     assert len(by_reconciler) == findings
     assert sum(len(p["recorded"]) for p in passes) == findings
