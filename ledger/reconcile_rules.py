@@ -55,10 +55,15 @@ class OpenJob:
 
 @dataclass(frozen=True)
 class Finding:
-    job_id: str
-    after_version: int  # append after this version: a second reconciler's copy conflicts
+    # The view it was judged on: the finding is appended after it, so a second reconciler's
+    # copy conflicts.
+    view: JobView
     payload: Payload
     dispatch: bool  # hand the job id to the broker once the finding is recorded
+
+    @property
+    def job_id(self) -> str:
+        return self.view.job_id
 
 
 def findings(
@@ -86,7 +91,7 @@ def _judge(
             kind, reason = evidence
             again = view.dispatches + 1
             payload = JobRedispatched(dispatch=again, reason=reason, evidence=kind.value)
-            return Finding(view.job_id, view.stream_version, payload, dispatch=True)
+            return Finding(view, payload, dispatch=True)
         return None
     if view.status is Status.RUNNING:
         lease = job.lease_expires_at or view.lease_expires_at
@@ -127,7 +132,7 @@ def _never_started(view: JobView, dispatch: DispatchState | None, deadline: date
         error=_missing_error(OutcomeMissingCause.NEVER_STARTED, view),
         detail=f"not started within its start deadline ({waited:g} s); {told}",
     )
-    return Finding(view.job_id, view.stream_version, missing, dispatch=False)
+    return Finding(view, missing, dispatch=False)
 
 
 def _lost(view: JobView, now: datetime) -> Finding:
@@ -139,14 +144,14 @@ def _lost(view: JobView, now: datetime) -> Finding:
             detail="the worker stopped renewing its lease",
             due_at=now,
         )
-        return Finding(view.job_id, view.stream_version, retry, dispatch=True)
+        return Finding(view, retry, dispatch=True)
     missing = JobOutcomeMissing(
         attempt=view.attempts,
         cause=OutcomeMissingCause.WORKER_LOST,
         error=error,
         detail="the worker stopped renewing its lease before recording an outcome",
     )
-    return Finding(view.job_id, view.stream_version, missing, dispatch=False)
+    return Finding(view, missing, dispatch=False)
 
 
 def _missing_error(cause: OutcomeMissingCause, view: JobView) -> ErrorInfo:

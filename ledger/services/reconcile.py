@@ -82,14 +82,13 @@ def reconcile_once(
     with ledger.store.reading() as reads:
         candidates = reads.overdue_jobs(moment, epoch)
     result.examined = len(candidates)
-    seen = {c.view.job_id: c.view for c in candidates}
     for finding in findings(candidates, moment, policy, epoch):
-        recorded = _record(ledger, finding, seen[finding.job_id])
+        recorded = _record(ledger, finding)
         if recorded is None:
             result.lost_races += 1
             continue
         result.recorded.append(f"{finding.payload.type} {finding.job_id}")
-        _observe(seen[finding.job_id], finding, moment)
+        _observe(finding.view, finding, moment)
         if finding.dispatch and outbox is not None:
             _send(outbox, recorded, result)
     if outbox is not None:
@@ -106,15 +105,13 @@ def relay(outbox: Outbox, policy: ReconcilePolicy, result: Pass) -> None:
     result.dispatch_failures += len(sent.failed)
 
 
-def _record(ledger: Ledger, finding: Finding, view: JobView) -> JobView | None:
+def _record(ledger: Ledger, finding: Finding) -> JobView | None:
     """The job's view after the finding, or None when another writer moved it first."""
-    assert view.stream_version == finding.after_version  # the finding was judged on it
     event = NewEvent(payload=finding.payload, actor=ACTOR)
     attempt = getattr(finding.payload, "attempt", 0)
     # The silent attempt is over either way: its lease must not outlive it.
-    append = JobAppend(finding.job_id, [event], view, LeaseChange("drop", attempt))
-    with ledger.store.transaction() as tx:
-        done = tx.append_jobs([append])[0]
+    append = JobAppend(finding.job_id, [event], finding.view, LeaseChange("drop", attempt))
+    done = ledger.store.append_jobs([append])[0]
     # Anything else (conflict, terminal) means the job moved since we looked: someone else
     # settled it.
     return done.job if done.status is AppendStatus.OK else None

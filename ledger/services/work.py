@@ -246,8 +246,7 @@ def _record_once(ledger: Ledger, claimed: JobView, event: NewEvent) -> Recorded:
         if current is None or any(e.type != "work.late_outcome" for e in newer):
             break
         append = JobAppend(claimed.job_id, [event], current, LeaseChange("drop", attempt))
-        with ledger.store.transaction() as tx:
-            done = tx.append_jobs([append])[0]
+        done = ledger.store.append_jobs([append])[0]
         if done.status is AppendStatus.OK:
             return Recorded(late=False, version=current.stream_version + 1)
         if done.status is AppendStatus.TERMINAL:  # settled since the read
@@ -277,8 +276,7 @@ def _append_late(ledger: Ledger, job_id: str, event: NewEvent) -> None:
         if current is None:
             raise JobStreamError(f"job {job_id}: no stream to keep a late outcome in")
         append = JobAppend(job_id, [kept], current, LeaseChange("drop", late.attempt))
-        with ledger.store.transaction() as tx:
-            done = tx.append_jobs([append])[0]
+        done = ledger.store.append_jobs([append])[0]
         if done.status in (AppendStatus.OK, AppendStatus.DUPLICATE):
             return
     raise _still_moving(job_id)

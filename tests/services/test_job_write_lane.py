@@ -5,8 +5,7 @@ on every store (memory, SQLite, Postgres), whose lanes differ: Postgres's is one
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -176,16 +175,8 @@ def test_an_outcome_whose_stream_keeps_moving_is_given_up_typed_never_spun_on(
         appends.append(len(items))
         return [JobAppended(AppendStatus.CONFLICT) for _ in items]
 
-    opened = ledger.store.transaction
-
-    @contextmanager
-    def transaction() -> Iterator[object]:
-        with opened() as tx:
-            monkeypatch.setattr(tx, "append_jobs", conflicting)
-            yield tx
-
-    monkeypatch.setattr(ledger.store, "transaction", transaction)
-    monkeypatch.setattr(ledger.store, "append_jobs", conflicting)  # the group commit's too
+    # Every try's append, and the group commit's before them.
+    monkeypatch.setattr(ledger.store, "append_jobs", conflicting)
     with pytest.raises(ContentionError):
         record_outcome(ledger, claimed, _success(claimed))
     assert len(appends) == 1 + MOVED_TRIES  # the group commit's, then each try's
