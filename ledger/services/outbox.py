@@ -51,7 +51,8 @@ log = logging.getLogger(__name__)
 RETRY_S = (0.25, 0.5, 1.0)  # between rounds of what the broker did not take, as it stays away
 EPOCH_REFRESH_S = 2.0
 MAX_BATCH = 500  # messages per publish (their confirms are awaited together)
-MAX_HELD = 100_000  # jobs kept in memory for another try; beyond, the reconciler's relay
+# Jobs (and confirmations) kept in memory for another try; beyond, the reconciler's relay.
+MAX_HELD = 100_000
 RELAY_AFTER_S = 5.0
 RELAY_LIMIT = 1000
 
@@ -111,7 +112,7 @@ class Outbox:
         # What submit refuses by, sampled in the background: an inline outbox (a command, a
         # test) lives for one submit, too short to measure a drain rate, so it has none.
         self.backlog = BacklogGauge(ledger) if background else None
-        self._records = ConfirmationRecords(ledger, self.backlog)
+        self._records = ConfirmationRecords(ledger, MAX_HELD, self.backlog)
         # Batches are admitted in the order they were taken (a window's first N are the
         # account's first N, whichever thread publishes them): a ticket each, and the turn.
         self._tickets = 0

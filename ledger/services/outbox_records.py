@@ -21,12 +21,12 @@ from ledger.services.ledger import Ledger
 log = logging.getLogger(__name__)
 
 FLUSH_S = 0.1  # confirmations gather this long before they are recorded together
-MAX_HELD = 100_000  # confirmations kept for another try while recording fails
 
 
 class ConfirmationRecords:
-    def __init__(self, ledger: Ledger, backlog: BacklogGauge | None = None) -> None:
+    def __init__(self, ledger: Ledger, max_held: int, backlog: BacklogGauge | None = None) -> None:
         self._ledger = ledger
+        self._max_held = max_held  # kept for another try while recording fails; beyond, the relay
         self._backlog = backlog  # sampled by the recorder's thread, so no submit waits for it
         self._lock = threading.Lock()
         self._confirmed: list[Confirmation] = []
@@ -102,7 +102,7 @@ class ConfirmationRecords:
             # publishes those jobs once more (harmless: the claim is version-checked).
             log.warning("outbox: recording %d confirmation(s) failed: %s", len(confirmed), exc)
             with self._lock:
-                self._confirmed[:0] = confirmed[-MAX_HELD:]
+                self._confirmed[:0] = confirmed[-self._max_held :]
         finally:
             with self._lock:
                 self._recording -= 1

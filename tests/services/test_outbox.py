@@ -14,7 +14,7 @@ from ledger.dispatch import Message
 from ledger.errors import DispatchError
 from ledger.queueing import Confirmation
 from ledger.services.ledger import Ledger
-from ledger.services.outbox import Outbox
+from ledger.services.outbox import MAX_HELD, Outbox
 from ledger.services.outbox_records import ConfirmationRecords
 from ledger.services.submit import submit
 from tests.plugins.deployments import wait_until
@@ -111,7 +111,7 @@ class CountingRecords(ConfirmationRecords):
     """Confirmation records that note how many confirmations each record wrote together."""
 
     def __init__(self, ledger: Ledger) -> None:
-        super().__init__(ledger)
+        super().__init__(ledger, MAX_HELD)
         self.records: list[int] = []
 
     def record(self, confirmed: list[Confirmation]) -> None:
