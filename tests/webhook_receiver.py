@@ -51,6 +51,12 @@ class Receiver:
             return {r.webhook_id: r for r in self.got if r.verified}
 
 
+class _Server(http.server.ThreadingHTTPServer):
+    # The standard library's backlog of 5 overflows when two relays deliver at once on a
+    # loaded machine, and an overflowed connection is reset: a delivery the relay must retry.
+    request_queue_size = 128
+
+
 @contextmanager
 def receiving() -> Iterator[Receiver]:
     receiver = Receiver()
@@ -67,7 +73,7 @@ def receiving() -> Iterator[Receiver]:
         def log_message(self, format: str, *args: object) -> None:
             return None
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server = _Server(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
     receiver.url = f"http://127.0.0.1:{server.server_address[1]}/hooks"
     thread = threading.Thread(target=server.serve_forever, daemon=True)
