@@ -1,20 +1,18 @@
 """`outcomes audit digest --every S --to DIR`: publish a digest now and every S seconds, each
-as a new read-only file, until SIGTERM or SIGINT (then exit 0)."""
+as a new read-only file, until SIGTERM or SIGINT (then exit 0: the digest being written is
+finished first; a second signal stops at once)."""
 
 from __future__ import annotations
 
 import math
-import signal
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import click
 
 from cli.errors import EXIT_USAGE, fail
 from cli.output import emit_json
+from cli.stopping import stop_on_signals
 from ledger.digest import Digest
 from ledger.errors import LedgerError
 from ledger.services import audit as audit_service
@@ -49,7 +47,7 @@ def publish_once(ledger: Ledger, directory: Path, as_json: bool) -> None:
 def publish_every(ledger: Ledger, directory: Path, every_s: float, as_json: bool) -> None:
     """The first digest must be published (a directory we cannot write is a setup error);
     a later failure is reported and the next tick tries again."""
-    with _stop_on_signals() as stop:
+    with stop_on_signals() as stop:
         publish_once(ledger, directory, as_json)
         due = time.monotonic() + every_s
         while not stop.wait(max(0.0, due - time.monotonic())):
@@ -75,16 +73,3 @@ def show(path: Path, taken: Digest, as_json: bool) -> None:
         )
     else:
         click.echo(f"digest of {taken.events} events in {len(taken.heads)} streams → {path}")
-
-
-@contextmanager
-def _stop_on_signals() -> Iterator[threading.Event]:
-    """SIGTERM and SIGINT only ask to stop: a digest being written is finished first."""
-    stop = threading.Event()
-    wanted = (signal.SIGTERM, signal.SIGINT)
-    before = {sig: signal.signal(sig, lambda _sig, _frame: stop.set()) for sig in wanted}
-    try:
-        yield stop
-    finally:
-        for sig, handler in before.items():
-            signal.signal(sig, handler)

@@ -9,6 +9,7 @@ from cli.errors import reports_errors
 from cli.home_records import BeatingRunner, Heartbeat
 from cli.output import emit_json, json_option
 from cli.params import FiniteFloatRange
+from cli.stopping import stop_on_signals
 from cli.webhook_sender import HttpxSender
 from ledger.services import admin
 from ledger.services.reconcile import (
@@ -63,6 +64,9 @@ def reconcile(once: bool, interval: float, as_json: bool) -> None:
     its account, signed, retried for OUTCOMES_WEBHOOK_RETRY_FOR_S (docs/webhooks.md); it
     needs the secrets key (OUTCOMES_SECRETS_KEY) to sign.
 
+    SIGTERM or Ctrl-C stops it after the pass under way has recorded and reported what it
+    found; a second one stops it at once.
+
     Looping on a SQLite ledger, it keeps a heartbeat in ./.outcomes/reconciler.json after each
     pass: `outcomes status` in this folder says from it whether a reconciler runs.
     """
@@ -104,7 +108,9 @@ def reconcile(once: bool, interval: float, as_json: bool) -> None:
     sequencer.start()
     relay.start()
     try:
-        runner.run(report, lambda exc: click.echo(_failed(exc), err=True))
+        # The first signal lets the pass under way finish and report; a second stops now.
+        with stop_on_signals(runner.stopped):
+            runner.run(report, lambda exc: click.echo(_failed(exc), err=True))
     except KeyboardInterrupt:
         return
     finally:
