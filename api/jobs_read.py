@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Query
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -21,6 +20,7 @@ from ledger.job_view import JobEnvelope, JobView, envelope
 from ledger.services import jobs
 from ledger.services.ledger import Ledger
 from ledger.services.settle import Until, settle
+from ledger.services.thread_hop import in_thread
 
 router = APIRouter(tags=["jobs"])
 
@@ -61,16 +61,12 @@ async def read_job(
     state = state_of(request)
     key = jobs.job_key(job_id)
     if wait <= 0 or key is None:
-        _, view = await run_in_threadpool(
-            jobs.get_admitted, state.ledger, state.tokens, token, job_id
-        )
+        _, view = await in_thread(jobs.get_admitted, state.ledger, state.tokens, token, job_id)
         return await _envelope(state.ledger, view)
     await state.waiter.ensure_started()
     # Watch first, read second: a change committed in between still wakes this request.
     with state.waiter.watch(key, until_terminal=until == "terminal") as watch:
-        caller, view = await run_in_threadpool(
-            jobs.get_admitted, state.ledger, state.tokens, token, key
-        )
+        caller, view = await in_thread(jobs.get_admitted, state.ledger, state.tokens, token, key)
 
         def read() -> JobView:
             return jobs.get(state.ledger, key, caller)
@@ -80,7 +76,7 @@ async def read_job(
 
 
 async def _envelope(ledger: Ledger, view: JobView) -> Response:
-    waiting = None if view.terminal else await run_in_threadpool(jobs.waiting_of, ledger, view)
+    waiting = None if view.terminal else await in_thread(jobs.waiting_of, ledger, view)
     return Response(envelope(view, waiting).model_dump_json(), media_type="application/json")
 
 

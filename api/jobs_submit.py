@@ -11,7 +11,6 @@ from typing import Any
 import orjson
 from fastapi import APIRouter
 from pydantic import ValidationError
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -29,6 +28,7 @@ from ledger.errors import NotAuthenticatedError
 from ledger.job_view import JobView
 from ledger.services import tokens
 from ledger.services.submit import Submitted, submit
+from ledger.services.thread_hop import in_thread
 from ledger.tracing import TraceRecord, parse_traceparent
 
 router = APIRouter(tags=["jobs"])
@@ -84,7 +84,7 @@ async def submit_job(request: Request) -> Response:
     # One thread hop for the token's check and the decision (the hottest route: a dependency
     # would cost a hop and a resolution of its own). The token is checked first: a caller
     # without one learns nothing about the body.
-    submitted = await run_in_threadpool(_submit, state, token, content_type, content, trace)
+    submitted = await in_thread(_submit, state, token, content_type, content, trace)
     return answer(submitted.view)
 
 

@@ -11,13 +11,12 @@ API's default `?wait`, for callers that follow a job step by step).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
 from typing import Literal, Protocol
 
-import anyio
-import anyio.to_thread
-
 from ledger.job_view import JobView
+from ledger.services.thread_hop import in_thread
 
 Until = Literal["change", "terminal"]
 Progress = Callable[[JobView, float], Awaitable[None]]
@@ -44,18 +43,18 @@ async def settle(
     """Wait from `view` (the read made after opening `watch`) until the job is terminal (or,
     with until="change", its status moved) or `budget_s` is spent. `progress` is awaited
     after each read and at least every `tick_s` seconds. Returns the last view and the wait."""
-    started = anyio.current_time()
+    started = time.monotonic()
     first = view.status
     if progress is not None:
         await progress(view, 0.0)
     while not (view.terminal or (until == "change" and view.status != first)):
-        left = started + budget_s - anyio.current_time()
+        left = started + budget_s - time.monotonic()
         if left <= 0:
             break
         watch.known_position = view.ledger_position
         hinted = await watch.changed(left if tick_s is None else min(left, tick_s))
         if hinted:
-            view = await anyio.to_thread.run_sync(read)
+            view = await in_thread(read)
         if progress is not None:
-            await progress(view, anyio.current_time() - started)
-    return view, anyio.current_time() - started
+            await progress(view, time.monotonic() - started)
+    return view, time.monotonic() - started
