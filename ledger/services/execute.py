@@ -4,13 +4,8 @@ of Celery: the worker adapter calls `Executor.execute` with a job id."""
 
 from __future__ import annotations
 
-import contextvars
-import functools
-import inspect
 import logging
-import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -26,7 +21,6 @@ from ledger.clock import now
 from ledger.codes import Code, Status
 from ledger.dispatch import Dispatcher
 from ledger.errors import (
-    AwaitableReturned,
     BrakeEngaged,
     ContentionError,
     DeadlineExceeded,
@@ -49,6 +43,7 @@ from ledger.services.not_run import (
     secret_unavailable,
 )
 from ledger.services.outbox import Outbox, outbox_for
+from ledger.services.tool_deadline import DeadlineRun, not_awaitable
 from ledger.services.work import (
     Claim,
     ClaimRequest,
@@ -109,7 +104,9 @@ class Executor:
         self.lease_s = lease_s
         self._threads = DaemonThreads("tool")
         self._watchdog = Watchdog(lease_s / 3, self._heartbeat, self._threads)
-        self._loop = loop  # runs the async tools (see ledger/tool_loop.py for why one loop)
+        # Tools run under their deadline on these threads, async ones on `loop` (see
+        # ledger/tool_loop.py for why one loop).
+        self._deadline = DeadlineRun(self._threads, loop, lease_s / 3, self._heartbeat)
         # Claims from this process's task threads share one transaction per group.
         self.claims: GroupCommit[ClaimRequest, Claim] = GroupCommit(
             lambda requests: self._topping_up(claim_many(ledger, requests))
@@ -175,7 +172,7 @@ class Executor:
             status, code = (seen.status, seen.code) if seen is not None else (None, None)
             return Execution(job_id, claimed.result, status=status, code=code, reason=reason)
         spec = get_tool(view.tool)
-        payload = self._run(spec, view, self._call_with_deadline) if spec else missing_tool(view)
+        payload = self._run(spec, view, self._deadline.call) if spec else missing_tool(view)
         if tool_done is not None:
             tool_done()
         return self._record(view, payload)
@@ -352,59 +349,13 @@ class Executor:
             budget_bytes=budget.budget_bytes,
         )
         try:
-            value = _not_awaitable(call(spec, args, ctx, view))
+            value = not_awaitable(call(spec, args, ctx, view))
         except BrakeEngaged as exc:
             # A tool may raise its own BrakeEngaged: its text is scrubbed like any other.
             return WorkHalted(attempt=attempt, error=scrubbed_error(exc.error, secrets))
         except Exception as exc:
             return failure_event(exc, self._attempt(spec, view, secrets))
         return outcome_event(value, attempt, secrets, budget)
-
-    def _call_with_deadline(
-        self, spec: ToolSpec, args: BaseModel, ctx: ToolContext, view: JobView
-    ) -> Any:
-        """Run the tool in a thread (or, if async, on the loop); meanwhile renew the lease every
-        lease/3 seconds. Both kinds are waited for here, so one deadline rule holds for both."""
-        future = self._start(spec, args, ctx)
-        beat_every = self.lease_s / 3
-        start = time.monotonic()
-        deadline, next_beat = start + spec.timeout_s, start + beat_every
-        while True:
-            wait = min(deadline, next_beat) - time.monotonic()
-            if wait > 0:
-                try:
-                    return future.result(timeout=wait)
-                except TimeoutError:
-                    # The tool's own TimeoutError (`asyncio.wait_for` raises it) is a result,
-                    # not this wait running out: never spin on it until the deadline.
-                    if future.done():
-                        raise
-            moment = time.monotonic()
-            if moment >= deadline:
-                # A thread cannot be killed, a task can be cancelled (CancelledError at its
-                # next await); either way, whatever it returns later is not recorded.
-                if spec.is_async:  # only the loop's future: the thread's would refuse its result
-                    future.cancel()
-                raise DeadlineExceeded(spec.timeout_s)
-            if moment >= next_beat:
-                self._heartbeat(view.job_id, view.attempts)
-                next_beat = moment + beat_every
-
-    def _start(self, spec: ToolSpec, args: BaseModel, ctx: ToolContext) -> Future[Any]:
-        if spec.is_async:
-            return self._loop.submit(_awaited(spec, args, ctx))
-        future: Future[Any] = Future()
-
-        def target() -> None:
-            try:
-                future.set_result(spec.func(args, ctx))
-            except BaseException as exc:
-                future.set_exception(exc)
-
-        if tracer().enabled:  # the run's span stays ambient in the tool's own thread
-            target = functools.partial(contextvars.copy_context().run, target)
-        self._threads.run(target)
-        return future
 
     def _heartbeat(self, job_id: str, attempt: int) -> None:
         try:
@@ -436,16 +387,3 @@ class Executor:
             now=datetime.now(UTC),
             secrets=secrets,
         )
-
-
-async def _awaited(spec: ToolSpec, args: BaseModel, ctx: ToolContext) -> Any:
-    return await spec.func(args, ctx)
-
-
-def _not_awaitable(value: Any) -> Any:
-    """A `def` tool that returns a coroutine never ran its work: a failure, never a success."""
-    if inspect.isawaitable(value):
-        if inspect.iscoroutine(value):
-            value.close()  # nobody will await it: no "never awaited" warning, no half-run body
-        raise AwaitableReturned(type(value).__name__)
-    return value
