@@ -28,6 +28,7 @@ from api import (
 )
 from api.fast_path import FastPath, fast_endpoint
 from api.limits import MAX_BODY_BYTES, BodyLimitMiddleware
+from api.loop_reads import LoopReadsHolder
 from api.openapi import build_openapi
 from api.state import ApiState
 from api.waiter import JobWaiter
@@ -90,6 +91,7 @@ def create_app(
         waiter=JobWaiter(opened),
         tokens=AdmittedTokens(opened),
         settings=settings,
+        reads=LoopReadsHolder(opened),
     )
     mcp = McpHttp(  # MCP tool calls wait on the same waiter
         opened,
@@ -111,6 +113,7 @@ def create_app(
                 yield
         finally:
             await state.waiter.stop()
+            await state.reads.close()
             if outbox is not None:
                 await run_in_threadpool(outbox.close)
             if owned:

@@ -60,16 +60,19 @@ async def read_job(
     token = token_of(request)
     state = state_of(request)
     key = jobs.job_key(job_id)
+    reads = state.reads.current()  # Postgres: the reads run on this loop, with no hop
     if wait <= 0 or key is None:
-        _, view = await in_thread(jobs.get_admitted, state.ledger, state.tokens, token, job_id)
+        _, view = await jobs.get_admitted_on_loop(state.ledger, state.tokens, token, job_id, reads)
         return await _envelope(state.ledger, view)
     await state.waiter.ensure_started()
     # Watch first, read second: a change committed in between still wakes this request.
     with state.waiter.watch(key, until_terminal=until == "terminal") as watch:
-        caller, view = await in_thread(jobs.get_admitted, state.ledger, state.tokens, token, key)
+        caller, view = await jobs.get_admitted_on_loop(
+            state.ledger, state.tokens, token, key, reads
+        )
 
-        def read() -> JobView:
-            return jobs.get(state.ledger, key, caller)
+        async def read() -> JobView:
+            return await jobs.get_on_loop(state.ledger, key, caller, reads)
 
         view, _ = await settle(watch, view, read, wait, until=until)
     return await _envelope(state.ledger, view)

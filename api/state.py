@@ -8,6 +8,7 @@ from typing import cast
 
 from starlette.requests import Request
 
+from api.loop_reads import LoopReadsHolder
 from api.waiter import JobWaiter
 from ledger.services.ledger import Ledger
 from ledger.services.outbox import Outbox
@@ -22,6 +23,7 @@ class ApiState:
     waiter: JobWaiter
     tokens: AdmittedTokens  # for submits, whose decision re-checks the token as it is written
     settings: Settings  # read once, when the app was made
+    reads: LoopReadsHolder  # the GET's job reads on the loop (Postgres), without a hop
 
 
 def state_of(request: Request) -> ApiState:

@@ -234,15 +234,15 @@ class LedgerMcp:
             return view, 0.0
         job_id = view.job_id
 
-        def read() -> JobView:
-            return jobs.get(self.ledger, job_id, token)
+        async def read() -> JobView:
+            return await anyio.to_thread.run_sync(jobs.get, self.ledger, job_id, token)
 
         async def report(seen: JobView, elapsed: float) -> None:
             await _progress(ctx, seen, elapsed, budget)
 
         # Watch first, read second: a change committed in between still counts.
         with self.watcher.watch(job_id) as watch:
-            view = await anyio.to_thread.run_sync(read)
+            view = await read()
             return await settle(watch, view, read, budget, tick_s=HEARTBEAT_S, progress=report)
 
 

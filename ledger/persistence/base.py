@@ -274,6 +274,16 @@ class Listener(Protocol):
     def run(self) -> Coroutine[Any, Any, None]: ...
 
 
+class LoopReads(Protocol):
+    """A job's read on the event loop that made it (Postgres: `loop_reads.LoopJobReads`)."""
+
+    async def read_job(
+        self, job_id: str, token_id: str | None = None
+    ) -> tuple[JobView | None, bool]: ...
+
+    async def close(self) -> None: ...
+
+
 # The jobs that changed, and of those the ones that ended (a terminal event): waiters for an
 # outcome only need waking for these.
 OnJobs = Callable[[list[str], set[str]], None]
@@ -369,6 +379,11 @@ class Store(ABC):
 
     def job_listener(self, on_jobs: OnJobs, on_connect: OnConnect) -> Listener | None:
         """A listener for job changes, where the backend can push them (else None: poll)."""
+        return None
+
+    def loop_job_reads(self) -> LoopReads | None:
+        """Job reads for the running event loop, with no thread hop, where the backend has
+        them (else None: read on a thread). The caller closes them, on that loop."""
         return None
 
     def local_folder(self) -> Path | None:

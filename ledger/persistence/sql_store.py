@@ -34,7 +34,6 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import postgresql, sqlite
 
-from ledger.access import token_stream
 from ledger.chain import event_rows, link_rows
 from ledger.clock import now
 from ledger.errors import ConcurrencyError, SchemaMissingError
@@ -55,6 +54,7 @@ from ledger.persistence.base import (
 from ledger.persistence.engine import READ_ONLY
 from ledger.persistence.errors import translated
 from ledger.persistence.locks import lock
+from ledger.persistence.loop_reads import LoopJobReads, job_answer, job_statement
 from ledger.persistence.projections import Projection, default_projections, rebuild
 from ledger.persistence.schema import REQUEST_KEY, events, leases, ledger_meta
 from ledger.persistence.sequencer_session import SEQUENCE, scalar
@@ -111,13 +111,7 @@ def _lease_upsert(dialect: str) -> Any:
     return stmt.on_conflict_do_update(index_elements=[leases.c.job_id], set_=columns)
 
 
-_JOB_TEXT = "SELECT view::text FROM jobs WHERE job_id = %s"
 _JOBS_TEXT = "SELECT view::text FROM jobs WHERE job_id = ANY(%s)"
-# A token stands while its stream holds no revocation; a stream with no events is no token.
-_JOB_TEXT_AND_REVOKED = (
-    "SELECT (SELECT view::text FROM jobs WHERE job_id = %s),"
-    " (SELECT coalesce(bool_or(type = 'token.revoked'), true) FROM events WHERE stream_id = %s)"
-)
 
 
 def _pages(read: Callable[[int, int], Sequence[RowT]], batch: int) -> Iterator[RowT]:
@@ -314,14 +308,14 @@ class SqlStore(SqlSequencing, Store):
         SQLAlchemy's checkout, execution and result rows cost twice what the read does."""
         if self.dialect != "postgresql":
             return super().read_job(job_id, token_id)
-        if token_id is None:
-            row = self._autocommit(lambda conn: conn.execute(_JOB_TEXT, (job_id,)).fetchone())
-            return (JobView.model_validate_json(row[0]) if row else None), True
-        params = (job_id, token_stream(token_id))
-        row = self._autocommit(lambda conn: conn.execute(_JOB_TEXT_AND_REVOKED, params).fetchone())
-        assert row is not None  # two scalar subqueries: always one row
-        view = JobView.model_validate_json(row[0]) if row[0] is not None else None
-        return view, not row[1]
+        statement, params = job_statement(job_id, token_id)
+        row = self._autocommit(lambda conn: conn.execute(statement, params).fetchone())
+        return job_answer(row, token_id)
+
+    def loop_job_reads(self) -> LoopJobReads | None:
+        if self.dialect != "postgresql":
+            return None
+        return LoopJobReads(self._libpq_dsn())
 
     def read_after(self, position: int, limit: int = 1000) -> list[RecordedEvent]:
         self.sequence()
@@ -414,8 +408,10 @@ class SqlStore(SqlSequencing, Store):
             return None
         from ledger.persistence.notify_listener import JobListener
 
-        dsn = self.engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
-        return JobListener(dsn, on_jobs, on_connect)
+        return JobListener(self._libpq_dsn(), on_jobs, on_connect)
+
+    def _libpq_dsn(self) -> str:
+        return self.engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
 
     def describe(self) -> str:
         return self.engine.url.render_as_string(hide_password=True)

@@ -20,11 +20,12 @@ from ledger.cursor import cursor_key, issue_cursor, position_of
 from ledger.errors import JobNotFoundError, NotAuthenticatedError
 from ledger.events import job_stream
 from ledger.job_view import JobView, Waiting
-from ledger.persistence.base import Listener, OnConnect, OnJobs
+from ledger.persistence.base import Listener, LoopReads, OnConnect, OnJobs
 from ledger.public import job_event, public_event
 from ledger.queries import JobFilter
 from ledger.queueing import WAITING
 from ledger.services.ledger import Ledger
+from ledger.services.thread_hop import in_thread
 from ledger.services.tokens import AdmittedTokens, admit
 from ledger.token_view import TokenView
 
@@ -63,10 +64,49 @@ def get_admitted(
     at the cost of one round trip in all."""
     caller = admitted.admit(token)
     view, stands = ledger.store.read_job(job_key(job_id) or "", caller.token_id)
-    if not stands:
+    return caller, _standing(admitted, token, caller, view, stands, job_id)
+
+
+async def get_admitted_on_loop(
+    ledger: Ledger,
+    admitted: AdmittedTokens,
+    token: str,
+    job_id: str,
+    reads: LoopReads | None,
+) -> tuple[TokenView, JobView]:
+    """`get_admitted` with no thread hop where it can: on the loop's `reads` (Postgres) for a
+    token this process admitted before. A token it never saw is read on a thread, so that
+    guesses never hold up the loop."""
+    caller = admitted.cached(token)
+    if reads is None or caller is None:
+        return await in_thread(get_admitted, ledger, admitted, token, job_id)
+    view, stands = await reads.read_job(job_key(job_id) or "", caller.token_id)
+    return caller, _standing(admitted, token, caller, view, stands, job_id)
+
+
+async def get_on_loop(
+    ledger: Ledger, job_id: str, caller: TokenView, reads: LoopReads | None
+) -> JobView:
+    """`get` on the loop's `reads` where there are some, else on a thread."""
+    key = job_key(job_id)
+    if reads is None or key is None:
+        return await in_thread(get, ledger, job_id, caller)
+    view, _ = await reads.read_job(key)
+    return _visible(caller, view, job_id)
+
+
+def _standing(
+    admitted: AdmittedTokens,
+    token: str,
+    caller: TokenView,
+    view: JobView | None,
+    stands: bool,
+    job_id: str,
+) -> JobView:
+    if not stands:  # revoked since this process admitted it
         admitted.forget(token)
         raise NotAuthenticatedError()
-    return caller, _visible(caller, view, job_id)
+    return _visible(caller, view, job_id)
 
 
 def waiting_of(ledger: Ledger, view: JobView) -> Waiting | None:

@@ -16,7 +16,6 @@ from collections.abc import Awaitable, Callable
 from typing import Literal, Protocol
 
 from ledger.job_view import JobView
-from ledger.services.thread_hop import in_thread
 
 Until = Literal["change", "terminal"]
 Progress = Callable[[JobView, float], Awaitable[None]]
@@ -33,7 +32,7 @@ class Watch(Protocol):
 async def settle(
     watch: Watch,
     view: JobView,
-    read: Callable[[], JobView],
+    read: Callable[[], Awaitable[JobView]],
     budget_s: float,
     *,
     until: Until = "terminal",
@@ -54,7 +53,7 @@ async def settle(
         watch.known_position = view.ledger_position
         hinted = await watch.changed(left if tick_s is None else min(left, tick_s))
         if hinted:
-            view = await in_thread(read)
+            view = await read()
         if progress is not None:
             await progress(view, time.monotonic() - started)
     return view, time.monotonic() - started

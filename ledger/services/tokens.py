@@ -138,18 +138,25 @@ class AdmittedTokens:
 
     def admit(self, token: str) -> TokenView:
         """The token's view: from the cache, else `authenticate`d (a read) and kept."""
+        view = self.cached(token)
+        if view is not None:
+            return view
         digest = hash_token(token)
-        with self._lock:
-            view = self._views.get(digest)
-            if view is not None:
-                self._views.move_to_end(digest)
-                return view
         view = authenticate(self._ledger, token)
         with self._lock:
             self._views[digest] = view
             while len(self._views) > self._size:
                 self._views.popitem(last=False)
         return view
+
+    def cached(self, token: str) -> TokenView | None:
+        """The token's view if this process admitted it before; None: `admit` must read."""
+        digest = hash_token(token)
+        with self._lock:
+            view = self._views.get(digest)
+            if view is not None:
+                self._views.move_to_end(digest)
+            return view
 
     def forget(self, token: str) -> None:
         """After a write refused the token: the next request reads it again."""

@@ -61,6 +61,7 @@ def test_every_commit_is_heard_and_a_cut_connection_is_replaced(pg_database: str
                     cut = admin.execute(
                         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
                         "WHERE query LIKE 'LISTEN %' AND pid <> pg_backend_pid()"
+                        " AND datname = current_database()"
                     ).fetchall()
                 assert cut == [(True,)]
                 await until(lambda: len(connects) == 2, "the reconnect")
