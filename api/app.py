@@ -28,7 +28,6 @@ from api import (
 )
 from api.fast_path import FastPath, fast_endpoint
 from api.limits import MAX_BODY_BYTES, BodyLimitMiddleware
-from api.loop_reads import LoopReadsHolder
 from api.openapi import build_openapi
 from api.state import ApiState
 from api.waiter import JobWaiter
@@ -36,6 +35,7 @@ from console.web import mount as mount_console
 from ledger.dispatch import Dispatcher
 from ledger.services import admin
 from ledger.services.ledger import Ledger, open_ledger
+from ledger.services.loop_reads import LoopReadsHolder
 from ledger.services.outbox import Outbox
 from ledger.services.tokens import AdmittedTokens
 from ledger.settings import Settings, load_settings

@@ -8,9 +8,9 @@ from typing import cast
 
 from starlette.requests import Request
 
-from api.loop_reads import LoopReadsHolder
 from api.waiter import JobWaiter
 from ledger.services.ledger import Ledger
+from ledger.services.loop_reads import LoopReadsHolder
 from ledger.services.outbox import Outbox
 from ledger.services.tokens import AdmittedTokens
 from ledger.settings import Settings

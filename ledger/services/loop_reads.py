@@ -1,6 +1,6 @@
 """The store's job reads for the event loop serving now (`Store.loop_job_reads`: Postgres),
-made on first use and again if the loop changed (each test client runs a loop of its own);
-closed with the app, on its loop."""
+for the API's GET: made on first use and again if the loop changed (each test client runs a
+loop of its own); closed with the app, on its loop."""
 
 from __future__ import annotations
 
