@@ -34,6 +34,12 @@ def normalize_url(url: str) -> str:
     return url
 
 
+def libpq_dsn(engine: Engine) -> str:
+    """A libpq connection string for a Postgres engine's database: what psycopg's own
+    connections (LISTEN, the event loop's reads) take."""
+    return engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
+
+
 def make_engine(url: str, *, pool_size: int = 5) -> Engine:
     try:
         parsed = make_url(normalize_url(url))

@@ -12,19 +12,11 @@ import logging
 
 import psycopg
 from psycopg.pq.abc import PGconn
-from sqlalchemy import Engine
 
 from ledger.persistence.base import OnConnect, OnJobs
 from ledger.persistence.projections import ENDED_MARK, JOBS_CHANNEL
 
 log = logging.getLogger(__name__)
-
-
-def listen_dsn(engine: Engine) -> str | None:
-    """A libpq connection string for the engine's database; None where there is no NOTIFY."""
-    if engine.dialect.name != "postgresql":
-        return None
-    return engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
 
 
 class JobListener:
@@ -66,8 +58,9 @@ class JobListener:
     async def _deliver(self, pgconn: PGconn) -> None:
         """Hand on every notification libpq reads, from one reader callback kept on the socket
         for the connection's life. psycopg's `notifies()` registers and removes the socket's
-        reader, with futures, for each notification: about 0.2 ms of the event loop's time
-        each, and an agent's call sends three (its decision, claim and outcome)."""
+        reader, with futures, for each notification: 63-84 us of the event loop's time each
+        against 27-36 here, and an agent's call sends three (its decision, claim and
+        outcome)."""
         loop = asyncio.get_running_loop()
         ended: asyncio.Future[None] = loop.create_future()
         socket = pgconn.socket

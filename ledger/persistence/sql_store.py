@@ -51,7 +51,7 @@ from ledger.persistence.base import (
     Writes,
     counted,
 )
-from ledger.persistence.engine import READ_ONLY
+from ledger.persistence.engine import READ_ONLY, libpq_dsn
 from ledger.persistence.errors import translated
 from ledger.persistence.locks import lock
 from ledger.persistence.loop_reads import LoopJobReads, job_answer, job_statement
@@ -315,7 +315,7 @@ class SqlStore(SqlSequencing, Store):
     def loop_job_reads(self) -> LoopJobReads | None:
         if self.dialect != "postgresql":
             return None
-        return LoopJobReads(self._libpq_dsn())
+        return LoopJobReads(libpq_dsn(self.engine))
 
     def read_after(self, position: int, limit: int = 1000) -> list[RecordedEvent]:
         self.sequence()
@@ -408,10 +408,7 @@ class SqlStore(SqlSequencing, Store):
             return None
         from ledger.persistence.notify_listener import JobListener
 
-        return JobListener(self._libpq_dsn(), on_jobs, on_connect)
-
-    def _libpq_dsn(self) -> str:
-        return self.engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
+        return JobListener(libpq_dsn(self.engine), on_jobs, on_connect)
 
     def describe(self) -> str:
         return self.engine.url.render_as_string(hide_password=True)

@@ -103,10 +103,11 @@ class Executor:
         self.outbox = outbox_for(ledger, dispatcher)
         self.lease_s = lease_s
         self._threads = DaemonThreads("tool")
-        self._watchdog = Watchdog(lease_s / 3, self._heartbeat, self._threads)
+        beat_s = lease_s / 3  # a running tool's lease is renewed three times a lease
+        self._watchdog = Watchdog(beat_s, self._heartbeat, self._threads)
         # Tools run under their deadline on these threads, async ones on `loop` (see
         # ledger/tool_loop.py for why one loop).
-        self._deadline = DeadlineRun(self._threads, loop, lease_s / 3, self._heartbeat)
+        self._deadline = DeadlineRun(self._threads, loop, beat_s, self._heartbeat)
         # Claims from this process's task threads share one transaction per group.
         self.claims: GroupCommit[ClaimRequest, Claim] = GroupCommit(
             lambda requests: self._topping_up(claim_many(ledger, requests))

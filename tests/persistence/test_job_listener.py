@@ -12,8 +12,8 @@ import psycopg
 import pytest
 
 from ledger.events import job_stream
-from ledger.persistence.engine import make_engine
-from ledger.persistence.notify_listener import JobListener, listen_dsn
+from ledger.persistence.engine import libpq_dsn, make_engine
+from ledger.persistence.notify_listener import JobListener
 from ledger.persistence.sql_store import SqlStore
 from tests.factories import accepted, started, succeeded
 
@@ -36,8 +36,7 @@ def test_every_commit_is_heard_and_a_cut_connection_is_replaced(pg_database: str
     heard: list[tuple[list[str], set[str]]] = []
     connects: list[int] = []
     with SqlStore(make_engine(pg_database)) as store:
-        dsn = listen_dsn(store.engine)
-        assert dsn is not None
+        dsn = libpq_dsn(store.engine)
 
         def append(job_id: str, *events: object, version: int) -> None:
             store.append(job_stream(job_id), list(events), version)  # type: ignore[arg-type]
