@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck bench soak chaos lock clean
+.PHONY: run test lint typecheck bench bench-growth soak chaos lock clean
 
 # Paths to the project go through ROOT, so `make -f <clone>/Makefile run` works from another
 # folder (the README test serves from a temporary one).
@@ -52,6 +52,14 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.poll
 	$(BIN)/python -m bench.scrub
 	$(BIN)/python -m bench.mcp
+
+# The product as its ledger grows (docs/capacity.md): every figure at each stage's number of
+# jobs, in one run; ARCHIVE=1 archives the oldest 90% at the end. Long: about 10 minutes of
+# filling per million jobs, and a verify and a rebuild at each stage.
+STAGES ?= 0,100000
+ARCHIVE ?=
+bench-growth: $(STAMP)
+	$(BIN)/python -m bench.growth --stages $(STAGES) $(if $(ARCHIVE),--archive)
 
 soak: $(STAMP)
 	$(BIN)/python -m pytest -m soak

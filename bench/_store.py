@@ -11,6 +11,9 @@ they reach it here, in this one module, and nowhere else in bench/
   its engine, and turns the batched path off (`job_batch.fast`) to count the general one;
 - bench.poll's bare endpoint is the floor the API's read is compared with: one SELECT of the
   jobs read model (`jobs`) on the store's own connection (`SqlReads`);
+- bench.growth fills its ledger through the store's batched append as the API and the workers
+  write (decisions, claims with their leases, outcomes: `JobAppend`, `LeaseChange`), as no use
+  case writes them in bulk;
 - bench.console fills 100k jobs' whole histories, refusals by brakes and silences included,
   through the store's batched append (`JobAppend`s), as no use case writes them in bulk;
 - bench.reconcile bulk-loads its closed history as rows (COPY, the jobs projection's
@@ -21,7 +24,7 @@ they reach it here, in this one module, and nowhere else in bench/
 from __future__ import annotations
 
 from ledger.persistence import job_batch
-from ledger.persistence.appends import AppendStatus, JobAppend
+from ledger.persistence.appends import AppendStatus, JobAppend, LeaseChange
 from ledger.persistence.engine import make_engine
 from ledger.persistence.projections import ViewProjection
 from ledger.persistence.schema import events, jobs, leases
@@ -33,6 +36,7 @@ __all__ = [
     "EVENT_COLUMNS",
     "AppendStatus",
     "JobAppend",
+    "LeaseChange",
     "SqlReads",
     "SqlStore",
     "ViewProjection",

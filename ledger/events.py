@@ -15,6 +15,7 @@ from ledger.budget import BudgetNote
 from ledger.codes import Code, OutcomeMissingCause
 from ledger.error_info import ErrorInfo
 from ledger.tracing import TraceRecord
+from ledger.uuid7 import uuid7
 
 JSONDict = dict[str, Any]
 
@@ -311,7 +312,7 @@ class NewEvent(BaseModel):
 
     payload: AnyPayload
     actor: str
-    event_id: uuid.UUID = Field(default_factory=uuid.uuid4)
+    event_id: uuid.UUID = Field(default_factory=uuid7)
 
 
 class RecordedEvent(BaseModel):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass
 
 from ledger import event_log
@@ -14,6 +13,7 @@ from ledger.persistence.appends import NO_STREAM
 from ledger.persistence.base import BRAKES_LOCK
 from ledger.queries import BrakeHold
 from ledger.services.ledger import Ledger
+from ledger.uuid7 import new_id
 
 
 def pull(ledger: Ledger, scope: str, reason: str, operator: str) -> BrakeView:
@@ -21,7 +21,7 @@ def pull(ledger: Ledger, scope: str, reason: str, operator: str) -> BrakeView:
     scope = parse_scope(scope)
     if not reason.strip():
         raise RequestError("a brake needs a reason")
-    brake_id = str(uuid.uuid4())
+    brake_id = new_id()
     payload = BrakePulled(brake_id=brake_id, scope=scope, reason=reason, operator=operator)
     with ledger.store.transaction() as tx:
         tx.lock(BRAKES_LOCK)  # exclusive: waits for claims in flight, then holds new ones

@@ -13,7 +13,6 @@ is refused (`QUOTA_EXCEEDED`, cause `backlog`, with `retry_after_s`) instead of 
 from __future__ import annotations
 
 import logging
-import uuid
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -50,6 +49,7 @@ from ledger.services.outbox import Outbox, outbox_for
 from ledger.telemetry import telemetry
 from ledger.tools import ToolSpec, get_tool
 from ledger.tracing import TraceRecord, tracer
+from ledger.uuid7 import new_id
 
 log = logging.getLogger(__name__)
 
@@ -136,7 +136,7 @@ def _decide(
     if permission_refusal(caller, request) is not None:
         request = _keyless(request)  # the key is the account's: no replay for this token
     refusal = tool_refusal(spec, caller, request) or _backlog(spec, request, backlog)
-    job_id = str(uuid.uuid4())
+    job_id = new_id()
     sealed = _sealed(ledger, spec, request, job_id)
     refusal = refusal or _unsealable(request, sealed)
     key = ledger.request_key

@@ -4,7 +4,6 @@ one way a presented token is checked."""
 from __future__ import annotations
 
 import threading
-import uuid
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -23,6 +22,7 @@ from ledger.persistence.appends import NO_STREAM
 from ledger.services.ledger import Ledger
 from ledger.token_view import TokenView
 from ledger.tools import TOOL_NAME, get_tool
+from ledger.uuid7 import new_id
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ def create(
     validate_role(role)
     validate_scope(account, role)
     allowed = allowed_tools(tools, allow_unknown=allow_unknown_tools)
-    token_id = str(uuid.uuid4())
+    token_id = new_id()
     secret = new_token()
     payload = TokenCreated(
         token_id=token_id,

@@ -5,13 +5,13 @@ own stream, like tokens'; the deliveries are operational state (`webhook_relay`)
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass
 
 from ledger.errors import ConcurrencyError, WebhookNotFoundError, WebhookUnavailableError
 from ledger.events import NewEvent, WebhookDisabled, WebhookRegistered, WebhookRemoved
 from ledger.persistence.appends import NO_STREAM
 from ledger.services.ledger import Ledger
+from ledger.uuid7 import new_id
 from ledger.webhook_targets import check_target
 from ledger.webhook_view import WebhookView, webhook_stream
 from ledger.webhooks import Attempt, Delivery, new_secret, seal_secret
@@ -37,7 +37,7 @@ def register(
             "kept sealed under it"
         )
     check_target(url, allow_hosts)
-    webhook_id = str(uuid.uuid4())
+    webhook_id = new_id()
     secret = new_secret()
     payload = WebhookRegistered(
         webhook_id=webhook_id,

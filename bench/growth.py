@@ -1,0 +1,217 @@
+"""Growth benchmark: the product measured as a ledger grows, every figure at each size in one
+run, and the goals judged at the largest size against the empty ledger.
+
+Run:  .venv/bin/python -m bench.growth --stages 0,1000000 [--calls 400] [--archive] [--json]
+      (make bench-growth STAGES=0,1000000)
+
+1. Fill: a scratch Postgres database (dropped afterwards) grows to each stage's number of jobs
+   through the product's write path (bench/growth_fill.py: each job's decision, claim and
+   outcome as three batched appends, sequenced as it goes, as the reconciler would).
+2. At each stage, with a deployment running (`outcomes serve --api-only`, two `outcomes
+   worker`s on RabbitMQ, `outcomes reconcile`):
+   - 100 jobs' three writes (median of 7, in this process, before the deployment starts);
+   - one agent's closed loop (submit a no-op, long-poll its outcome): p50 and p99;
+   - `GET /readyz`, a `/metrics` scrape, `GET /v1/audit/summary`, the console's jobs and
+     audit pages (median ms);
+   - `outcomes status` (its exit code: 0 ready, 3 "API not ready"), `outcomes audit verify`
+     and `outcomes audit digest` (seconds, peak RSS, the digest's size), `outcomes rebuild`
+     (seconds, peak RSS) with the agent's loop running meanwhile (its p99 against idle);
+   - the database's size and its bytes per job, by table.
+3. With `--archive`, after the last stage: `outcomes archive --before T --to DIR`, T the time
+   90% of the jobs were written by; the database's size before and after, `audit verify` of
+   the database and `audit verify --archive DIR`.
+
+Speed is measured, not asserted: it prints each goal as met or not and exits 0 either way.
+Goals at the largest stage: agent p99 <= 1.5x the empty ledger's; /readyz <= 50 ms; a scrape
+<= 100 ms; summary and both console pages <= 200 ms; status exits 0; verify's peak RSS <= 512 MB;
+agents' p99 during a rebuild <= 3x idle; 100 jobs' writes <= 1.3x the empty ledger's; archiving
+90% makes the database >= 80% smaller and both verifies pass.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import threading
+import uuid
+from collections.abc import Sequence
+from contextlib import ExitStack
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+
+from bench._common import libpq_url, migrate, scratch_database, sqlalchemy_url
+from bench.growth_fill import Filled, fill, time_three_writes
+from bench.growth_probes import (
+    Ran,
+    agent_latencies,
+    agent_latencies_while,
+    console_client,
+    deployment,
+    p50_p99,
+    request_ms,
+    run_command,
+    say,
+)
+from bench.growth_report import judge, render
+from bench.http import BROKER
+from bench.throughput_workers import delete_queues
+from ledger.services import tokens
+from ledger.services.ledger import open_ledger
+
+
+@dataclass
+class Stage:
+    jobs: int
+    figures: dict[str, Any] = field(default_factory=dict)
+
+
+def table_bytes(url: str) -> tuple[int, dict[str, int]]:
+    """The database's size, and each table's (with its indexes and TOAST)."""
+    with psycopg.connect(libpq_url(url)) as conn:
+        size = conn.execute("SELECT pg_database_size(current_database())").fetchone()
+        rows = conn.execute(
+            "SELECT c.relname, pg_total_relation_size(c.oid) FROM pg_class c"
+            " WHERE c.relnamespace = 'public'::regnamespace AND c.relkind IN ('r', 'p')"
+            " AND NOT c.relispartition"
+        ).fetchall()
+        # A partitioned table's size is its partitions'.
+        parts = conn.execute(
+            "SELECT p.relname, sum(pg_total_relation_size(i.inhrelid)) FROM pg_inherits i"
+            " JOIN pg_class p ON p.oid = i.inhparent GROUP BY p.relname"
+        ).fetchall()
+    found = {str(name): int(n) for name, n in rows}
+    for name, n in parts:
+        found[str(name)] = found.get(str(name), 0) + int(n)
+    return int(size[0]) if size else 0, found
+
+
+def measure(stage: Stage, url: str, env: dict[str, str], logs: Path, calls: int) -> None:
+    f = stage.figures
+    with open_ledger(url, pool_size=2) as ledger:
+        f["three_writes_ms"] = time_three_writes(ledger)
+        agent = tokens.create(ledger, "acct-0", "agent", None, "bench-growth").token
+        auditor = tokens.create(ledger, "*", "auditor", None, "bench-growth").token
+        operator = tokens.create(ledger, "*", "operator", None, "bench-growth").token
+    with deployment(env, logs) as (base, _pid):
+        f["agent_p50_ms"], f["agent_p99_ms"] = p50_p99(agent_latencies(base, agent, calls))
+        with httpx.Client(base_url=base, timeout=600) as client:
+            f["readyz_ms"] = request_ms(client, "/readyz", 20)
+            client.headers["Authorization"] = f"Bearer {operator}"
+            f["metrics_ms"] = request_ms(client, "/metrics", 10)
+            client.headers["Authorization"] = f"Bearer {auditor}"
+            f["summary_ms"] = request_ms(client, "/v1/audit/summary", 10)
+        with console_client(base, auditor) as console:
+            f["console_jobs_ms"] = request_ms(console, "/console/jobs", 10)
+            f["console_audit_ms"] = request_ms(console, "/console/audit", 5)
+        status = run_command(["status", "--json"], env | {"OUTCOMES_API_URL": base}, 120)
+        f["status_exit"] = status.code
+        f["status_s"] = status.seconds
+        verify = run_command(["audit", "verify", "--json"], env)
+        f["verify"] = _ran(verify)
+        digest = run_command(["audit", "digest"], env)
+        f["digest"] = _ran(digest) | {"bytes": len(digest.stdout.encode())}
+        f["idle_p99_ms"] = p50_p99(agent_latencies(base, agent, calls))[1]
+        f["rebuild"], f["rebuild_p99_ms"] = _rebuild_under_load(base, agent, env)
+    f["db_bytes"], f["tables"] = table_bytes(url)
+
+
+def _rebuild_under_load(base: str, token: str, env: dict[str, str]) -> tuple[dict[str, Any], float]:
+    done = threading.Event()
+    ran: list[Ran] = []
+
+    def rebuild() -> None:
+        try:
+            ran.append(run_command(["rebuild", "--json"], env))
+        finally:
+            done.set()
+
+    thread = threading.Thread(target=rebuild)
+    thread.start()
+    latencies = agent_latencies_while(base, token, lambda: not done.is_set())
+    thread.join()
+    p99 = p50_p99(latencies)[1] if latencies else 0.0
+    return _ran(ran[0]) | {"calls_meanwhile": len(latencies)}, p99
+
+
+def _ran(ran: Ran) -> dict[str, Any]:
+    return {
+        "exit": ran.code,
+        "seconds": round(ran.seconds, 2),
+        "peak_mb": round(ran.peak_mb, 1),
+        "error": ran.stderr.strip().splitlines()[-1] if ran.code and ran.stderr.strip() else None,
+    }
+
+
+def archive(url: str, env: dict[str, str], filled: Filled, share: float) -> dict[str, Any]:
+    """Archive the jobs written before `share` of the fill, and what that did."""
+    before_at = next(at for jobs, at in filled.marks if jobs >= share * filled.jobs)
+    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
+        conn.execute("VACUUM")
+    size_before, _ = table_bytes(url)
+    with tempfile.TemporaryDirectory(prefix="bench-growth-archive-") as folder:
+        ran = run_command(["archive", "--before", before_at.isoformat(), "--to", folder], env)
+        with psycopg.connect(libpq_url(url), autocommit=True) as conn:
+            conn.execute("VACUUM")
+        size_after, tables = table_bytes(url)
+        verify_db = run_command(["audit", "verify", "--json"], env)
+        verify_files = run_command(["audit", "verify", "--archive", folder, "--json"], env)
+        files = sum(p.stat().st_size for p in Path(folder).rglob("*") if p.is_file())
+    return {
+        "before": before_at.isoformat(),
+        "archive": _ran(ran),
+        "db_bytes_before": size_before,
+        "db_bytes_after": size_after,
+        "archive_bytes": files,
+        "tables_after": tables,
+        "verify_db": _ran(verify_db),
+        "verify_archive": _ran(verify_files),
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.growth", description=__doc__)
+    parser.add_argument("--stages", default="0,100000", help="jobs at each stage, ascending")
+    parser.add_argument("--calls", type=int, default=400, help="agent calls timed per stage")
+    parser.add_argument("--archive", action="store_true", help="archive 90%% at the end")
+    parser.add_argument("--json", action="store_true", help="print one JSON document")
+    options = parser.parse_args(argv)
+    stages = [Stage(int(part)) for part in options.stages.split(",") if part.strip()]
+    queue = f"bench-growth-{uuid.uuid4().hex[:8]}"
+    result: dict[str, Any] = {}
+    with ExitStack() as stack:
+        stack.callback(delete_queues, BROKER, [queue])
+        logs = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-growth-")))
+        url = sqlalchemy_url(stack.enter_context(scratch_database("outcomes_growth")))
+        migrate(url)
+        env = {
+            "OUTCOMES_DATABASE_URL": url,
+            "OUTCOMES_BROKER_URL": BROKER,
+            "OUTCOMES_TOOLS": "bench.throughput_tools",
+            "OUTCOMES_QUEUE": queue,
+        }
+        filled = Filled()
+        for stage in stages:
+            with open_ledger(url, pool_size=2) as ledger:
+                fill(ledger, stage.jobs, filled, say=say)
+            say(f"measuring at {stage.jobs} jobs")
+            measure(stage, url, env, logs, options.calls)
+            stage.figures["fill_s"] = round(filled.seconds, 1)
+        if options.archive and stages[-1].jobs:
+            say("archiving 90%")
+            result["archive"] = archive(url, env, filled, 0.9)
+    result["stages"] = [asdict(s) for s in stages]
+    result["goals"] = judge(result)
+    if options.json:
+        print(json.dumps(result, default=str))
+    else:
+        print(render(result))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,83 @@
+"""bench.growth judges its goals from the figures it printed: each goal reads the right stage
+and the right figure, and one figure over its goal is reported as not met."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from bench.growth_report import judge, render
+
+
+def _figures(p99: float, readyz: float, writes: float) -> dict[str, Any]:
+    ran = {"exit": 0, "seconds": 1.0, "peak_mb": 100.0, "error": None}
+    return {
+        "agent_p50_ms": 8.0,
+        "agent_p99_ms": p99,
+        "readyz_ms": [readyz, readyz],
+        "metrics_ms": [20.0],
+        "summary_ms": [5.0],
+        "console_jobs_ms": [8.0],
+        "console_audit_ms": [30.0],
+        "status_exit": 0,
+        "status_s": 1.0,
+        "verify": ran,
+        "digest": ran | {"bytes": 1000},
+        "rebuild": ran,
+        "idle_p99_ms": 10.0,
+        "rebuild_p99_ms": 20.0,
+        "three_writes_ms": writes,
+        "db_bytes": 10_000_000,
+        "tables": {"events": 5_000_000, "jobs": 4_000_000},
+    }
+
+
+def _result(last: dict[str, Any]) -> dict[str, Any]:
+    first = _figures(p99=10.0, readyz=2.0, writes=50.0)
+    stages = [{"jobs": 0, "figures": first}, {"jobs": 1000, "figures": last}]
+    return {"stages": stages}
+
+
+def _met(result: dict[str, Any]) -> dict[str, bool | None]:
+    return {g["goal"]: g["met"] for g in judge(result)}
+
+
+def test_every_goal_is_met_by_figures_within_them() -> None:
+    result = _result(_figures(p99=14.0, readyz=40.0, writes=60.0))
+    met = _met(result)
+    assert met and all(met.values()), met
+
+
+def test_each_figure_past_its_goal_is_not_met() -> None:
+    base = _figures(p99=14.0, readyz=40.0, writes=60.0)
+    for key, value, goal in [
+        ("agent_p99_ms", 16.0, "agent p99 <= 1.5x empty"),
+        ("readyz_ms", [10.0, 51.0], "/readyz <= 50 ms"),
+        ("three_writes_ms", 66.0, "100 jobs' writes <= 1.3x empty"),
+        ("rebuild_p99_ms", 31.0, "agent p99 during rebuild <= 3x idle"),
+        ("status_exit", 3, "status exits 0"),
+    ]:
+        figures = copy.deepcopy(base)
+        figures[key] = value
+        met = _met(_result(figures))
+        assert met[goal] is False, (key, met)
+        assert sum(1 for m in met.values() if m is False) == 1, (key, met)
+
+
+def test_the_archive_goal_needs_four_fifths_smaller_and_both_verifies() -> None:
+    ok = {"exit": 0, "seconds": 1.0, "peak_mb": 50.0, "error": None}
+    result = _result(_figures(p99=14.0, readyz=40.0, writes=60.0))
+    result["archive"] = {
+        "db_bytes_before": 1000,
+        "db_bytes_after": 150,
+        "archive_bytes": 300,
+        "archive": ok,
+        "verify_db": ok,
+        "verify_archive": ok | {"exit": 1},
+    }
+    met = _met(result)
+    assert met["archiving 90% makes the database >= 80% smaller"] is True
+    assert met["both verifies pass after the archive"] is False
+    result["archive"]["db_bytes_after"] = 250
+    assert _met(result)["archiving 90% makes the database >= 80% smaller"] is False
+    assert "archive of the oldest 90%" in render(result | {"goals": judge(result)})
