@@ -6,8 +6,8 @@ instead of queueing what cannot start in time. The drain rate counts only interv
 work waited at both ends and some started: the workers were busy all along, so what started is
 their capacity, not the arrival rate of a quiet queue; an interval with nothing started (every
 worker stopped) is no measure, and the last one stands. Sampled at most once a second per
-process (two cheap reads: a count of waiting jobs by index, the `work.started` events since the
-last sample by position).
+process (two cheap reads: the kept count of waiting jobs, the `work.started` events since the
+last sample by position, up to the sequencer's head as it stands).
 """
 
 from __future__ import annotations
@@ -60,7 +60,8 @@ class BacklogGauge:
 
     def _sample(self) -> None:
         try:
-            with self.ledger.store.in_order() as reads:
+            # The sequencer's head as it stands, no tick: this runs on the submit's path.
+            with self.ledger.store.reading() as reads:
                 position = reads.last_position()
                 waiting = reads.waiting_count()
                 starts = (
