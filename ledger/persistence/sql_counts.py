@@ -243,7 +243,9 @@ def recount(conn: Connection) -> None:
         return
     for table in (job_counts_hourly, job_counts, finding_counts):
         conn.execute(delete(table))
-    hour = (cast(func.strftime("%s", jobs.c.created_at), Integer) / 3600).label("hour")
+    # Whole seconds of the stored text: SQLite's time functions round to the millisecond.
+    seconds = func.strftime("%s", func.substr(jobs.c.created_at, 1, 19))
+    hour = (cast(seconds, Integer) / 3600).label("hour")
     keys = [*(jobs.c[c] for c in _COUNT_COLUMNS[:-1]), func.coalesce(jobs.c.code, "")]
     conn.execute(
         insert(job_counts_hourly).from_select(

@@ -72,9 +72,10 @@ POSTGRES_DROPS = [
     "DROP FUNCTION outcomes_count_job()",
 ]
 
-# SQLite: the hour from the stored text (whole seconds since 1970, UTC, as SQLAlchemy stores
-# it), and each change applied to both totals at once.
-_SQLITE_HOUR = "CAST(strftime('%s', {row}.created_at) AS INTEGER) / 3600"
+# SQLite: the hour from the stored text (UTC, as SQLAlchemy stores it), its whole seconds alone:
+# SQLite's time functions round to the millisecond, which would put 12:59:59.9999 in hour 13.
+# Each change is applied to both totals at once.
+_SQLITE_HOUR = "CAST(strftime('%s', substr({row}.created_at, 1, 19)) AS INTEGER) / 3600"
 
 
 def _sqlite_add(row: str, delta: str) -> str:
