@@ -13,6 +13,7 @@ from ledger.event_log import FINDER, FINDINGS, finding_cause
 from ledger.persistence.base import Store
 from ledger.persistence.memory import MemoryStore
 from ledger.persistence.schema import jobs
+from ledger.persistence.sql_reads import SqlReads
 from ledger.persistence.sql_store import SqlStore
 from ledger.queries import FindingCount, JobCount, JobSummary
 
@@ -29,7 +30,7 @@ def full_groups(
     """Every job of the scope counted by its group, the slow way."""
     found: Counter[Group] = Counter()
     if isinstance(store, MemoryStore):
-        with store.reading():
+        with store.reading():  # reentrant: a caller's snapshot may hold it
             views = list(store.state.jobs.values())
         for v in views:
             if account not in (None, v.account) or tool not in (None, v.tool):
@@ -54,6 +55,21 @@ def full_groups(
         for a, t, accepted, status, code, n in conn.execute(query):
             found[a, t, bool(accepted), status, code] += int(n)
     return found
+
+
+def counts_agree_in_one_snapshot(store: Store) -> bool:
+    """In one snapshot of the ledger (REPEATABLE READ on Postgres, a WAL read on SQLite, the
+    lock in memory), the kept counts equal a GROUP BY over the jobs: true at any instant, even
+    while writers commit and folds run."""
+    with store.snapshot() as reads:
+        kept = sorted_counts(reads.count_jobs())
+        if isinstance(store, MemoryStore):
+            return kept == full_job_counts(store)
+        assert isinstance(reads, SqlReads)
+        keys = (jobs.c.accepted, jobs.c.status, jobs.c.code, jobs.c.tool)
+        rows = reads.conn.execute(select(*keys, func.count()).group_by(*keys))
+        full = [JobCount(bool(a), s, c, t, int(n)) for a, s, c, t, n in rows]
+    return kept == sorted_counts(full)
 
 
 def full_summary(
