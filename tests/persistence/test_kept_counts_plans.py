@@ -106,10 +106,15 @@ def captured(store: SqlStore) -> Iterator[Captured]:
 
 
 def _rows_read(plan: dict[str, Any]) -> int:
-    """Rows the plan's scans of the big tables actually returned, over all their loops."""
+    """Rows the plan's scans of the big tables actually read, over all their loops: those they
+    returned and those their filters removed (a scan that keeps none still read them all)."""
     here = 0
     if plan.get("Relation Name") in BIG_TABLES:
-        here = int(plan.get("Actual Rows", 0)) * int(plan.get("Actual Loops", 1))
+        read = sum(
+            int(plan.get(key, 0))
+            for key in ("Actual Rows", "Rows Removed by Filter", "Rows Removed by Index Recheck")
+        )
+        here = read * int(plan.get("Actual Loops", 1))
     return here + sum(_rows_read(child) for child in plan.get("Plans", []))
 
 
