@@ -10,7 +10,7 @@ import click
 from cli.context import with_ledger
 from cli.errors import reports_errors
 from cli.output import emit_json, json_option
-from ledger.services import admin
+from ledger.services import admin, audit
 from ledger.services.ledger import Ledger
 
 
@@ -92,7 +92,7 @@ def rebuild(ledger: Ledger, as_json: bool) -> None:
 
     Runs in one transaction; appends wait until it commits. A progress bar goes to stderr.
     """
-    total = admin.check(ledger)  # the last position: an upper bound on the events
+    total = audit.size(ledger)  # the last position: an upper bound on the events
     with click.progressbar(length=total, label="rebuilding", file=sys.stderr) as bar:
         count = admin.rebuild(ledger, progress=bar.update)
     if as_json:

@@ -47,6 +47,9 @@ STATUS_AFTER = {
     "job.redispatched": Status.QUEUED,
 }
 
+# Who records findings: the reconciler's events are the only ones counted as findings (the
+# stores' kept counts of them, migration 0017, name it too).
+FINDER = "reconciler"
 # A reconciler finding's kind, by the event it records (docs/operations.md).
 FINDINGS = {
     "job.redispatched": "redispatched",

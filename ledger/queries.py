@@ -123,6 +123,17 @@ class JobCount:
 
 
 @dataclass(frozen=True)
+class FindingCount:
+    """How many findings of one type (`job.redispatched`, `work.retry_scheduled`,
+    `job.outcome_missing`) and cause the reconciler recorded, and when the newest was."""
+
+    type: str
+    cause: str
+    events: int
+    last_at: datetime
+
+
+@dataclass(frozen=True)
 class Heads:
     """Every stream's head (version, hash) up to `position`, and how many events that is."""
 

@@ -29,14 +29,13 @@ OPEN = (Status.QUEUED.value, Status.RUNNING.value, Status.RETRYING.value)
 
 
 class LedgerCollector:
-    def __init__(self, ledger: Ledger, tally: counts.FindingTally) -> None:
+    def __init__(self, ledger: Ledger) -> None:
         self.ledger = ledger
-        self.tally = tally
 
     def collect(self) -> Iterator[Metric]:
         up = GaugeMetricFamily("outcomes_ledger_up", "1 if the ledger answered this scrape.")
         try:
-            found = counts.read(self.ledger, self.tally)
+            found = counts.read(self.ledger)
         except LedgerError as exc:  # a scrape must still say that the ledger is away
             log.warning("metrics: the ledger did not answer: %s", type(exc).__name__)
             up.add_metric([], 0)

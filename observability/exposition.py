@@ -4,27 +4,21 @@ mode)."""
 
 from __future__ import annotations
 
-import weakref
-
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder, start_http_server
 
-from ledger.services.counts import FindingTally
 from ledger.services.ledger import Ledger
 from observability.collector import LedgerCollector
 from observability.metrics import process_collector
 
 CONTENT_TYPES = ("text/plain", "application/openmetrics-text")  # as the scraper's Accept asks
-# One tally per open ledger: each scrape reads only the events since the previous one.
-_tallies: weakref.WeakKeyDictionary[Ledger, FindingTally] = weakref.WeakKeyDictionary()
 
 
 def scrape(ledger: Ledger, accept: str = "") -> tuple[bytes, str]:
     """The ledger's counts and this process's metrics, in the format `accept` asks for (the
     classic text format unless OpenMetrics is asked for), and its content type."""
-    tally = _tallies.setdefault(ledger, FindingTally())
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(LedgerCollector(ledger, tally))
+    registry.register(LedgerCollector(ledger))
     process_collector(registry)
     encode, content_type = choose_encoder(accept)
     return encode(registry), content_type

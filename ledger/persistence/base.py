@@ -33,6 +33,7 @@ from ledger.persistence.webhooks_contract import WebhookReads, WebhookWrites
 from ledger.privileges import ConnectedRole, no_roles
 from ledger.queries import (
     EventFilter,
+    FindingCount,
     Heads,
     JobCount,
     JobFilter,
@@ -96,6 +97,10 @@ class Reads(OutboxReads, WebhookReads, FairnessReads):
         is gone: a worker rejected it, or it was confirmed under another queue epoch than
         `epoch` (None: the queue's epoch is not known, which is no evidence)."""
 
+    # The counts below are kept as jobs change (migration 0017, `sql_counts.py`): each costs
+    # the groups it reports (and, with since/until, the jobs created in the partial hours at the
+    # range's ends), never a count of every job, and equals a GROUP BY over the jobs.
+
     @abstractmethod
     def summarize_jobs(
         self,
@@ -103,7 +108,9 @@ class Reads(OutboxReads, WebhookReads, FairnessReads):
         tool: str | None = None,
         since: datetime | None = None,
         until: datetime | None = None,
-    ) -> JobSummary: ...
+    ) -> JobSummary:
+        """Jobs by status, code, tool and account (created since/until, of one account and
+        tool where given)."""
 
     @abstractmethod
     def count_statuses(
@@ -114,11 +121,16 @@ class Reads(OutboxReads, WebhookReads, FairnessReads):
         until: datetime | None = None,
     ) -> dict[str, int]:
         """How many jobs hold each status (created since/until, of one account and tool where
-        given): `summarize_jobs` by status alone, which an index on status answers."""
+        given): `summarize_jobs` by status alone."""
 
     @abstractmethod
     def count_jobs(self) -> list[JobCount]:
         """Every job counted by (accepted, status, code, tool): the metrics' ledger counts."""
+
+    @abstractmethod
+    def count_findings(self) -> list[FindingCount]:
+        """The reconciler's findings (its events of the types in `ledger.event_log.FINDINGS`)
+        by type and cause, each with the newest one's time."""
 
     @abstractmethod
     def missing_outcomes(
@@ -186,7 +198,10 @@ class Reads(OutboxReads, WebhookReads, FairnessReads):
     def heads(self) -> Heads: ...
 
     @abstractmethod
-    def last_position(self) -> int: ...
+    def last_position(self) -> int:
+        """The last ledger position given so far, O(1) and without a sequencer tick (the head
+        now: probes, gauges, metrics). A reader that must see what committed before it asks
+        takes it inside `Store.in_order`, or from `Store.last_position`, which tick first."""
 
     # --- read models, as stored -----------------------------------------------------------
 
@@ -336,6 +351,19 @@ class Store(ABC):
         with self.reading() as reads:
             yield reads
 
+    def compact_counts(self) -> int:
+        """Fold the kept counts' pending deltas into their totals (Postgres: any process may,
+        two at once count nothing twice); how many delta rows, -1 when another fold was under
+        way. Readers are exact either way: this keeps what they sum small. A store that keeps
+        its totals directly (SQLite, memory) has nothing to do: 0."""
+        return 0
+
+    def check_ready(self) -> None:
+        """Raise a `StorageError` unless this store can serve: its database answers a trivial
+        statement, and its schema is not older than this code's (asked until it is seen once).
+        O(1) at any ledger size: it reads nothing of the ledger."""
+        return None
+
     def sequencer_state(self) -> SequencerState | None:
         """Where the sequencer stands (None: this store sequences at write)."""
         return None
@@ -445,8 +473,8 @@ class Store(ABC):
             return reads.read_stream(stream_id)
 
     def last_position(self) -> int:
-        """The ledger's head: the last position given (after the events committed before the
-        call are sequenced)."""
+        """The ledger's head after the events committed before the call are sequenced (a
+        tick first: for an export's or a rebuild's extent, not for probes or gauges)."""
         self.sequence()
         with self.quick_read() as reads:
             return reads.last_position()

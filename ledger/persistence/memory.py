@@ -75,6 +75,9 @@ class MemoryWrites(MemoryReads, MemoryOutboxWrites, MemoryWebhookWrites, Writes)
         ended = any(e.type in TERMINAL_EVENT_TYPES for e in recorded)
         if ended:
             state.terminal.add(stream_id)
+        for event in recorded:
+            if (uncount := state.count_finding(event)) is not None:
+                self.undo.append(uncount)
 
         def undo_append() -> None:
             del state.events[-len(recorded) :]
@@ -122,6 +125,7 @@ class MemoryWrites(MemoryReads, MemoryOutboxWrites, MemoryWebhookWrites, Writes)
             if holder not in (None, job.job_id):
                 raise IdempotencyKeyTakenError(f"{job.account}/{key} is held by job {holder}")
             self._put(self.state.idempotency, (job.account, key), job.job_id)
+        self.undo.append(self.state.count_job(self.state.jobs.get(job.job_id), job))
         self._put(self.state.jobs, job.job_id, job)
 
     def _put(self, table: dict[Any, Any], key: Any, value: Any) -> None:
@@ -233,6 +237,7 @@ class MemoryStore(Store):
                 self.state.event_ids.add(event.event_id)
                 if event.type in TERMINAL_EVENT_TYPES:
                     self.state.terminal.add(event.stream_id)
+                self.state.count_finding(event)
                 tx._fold(event.stream_id, [event])
                 if progress is not None:
                     progress(1)

@@ -69,7 +69,8 @@ class MemoryOutboxReads:
         )
 
     def waiting_count(self) -> int:
-        return len(self._waiting())
+        waiting = {s.value for s in WAITING}
+        return sum(n for key, n in self.state.job_counts.items() if key[3] in waiting)
 
     def starts_between(self, after: int, upto: int) -> int:
         return sum(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -17,7 +18,15 @@ from ledger.persistence.memory_fairness import MemoryFairnessReads
 from ledger.persistence.memory_outbox import MemoryOutboxReads
 from ledger.persistence.memory_state import MemoryState
 from ledger.persistence.memory_webhooks import MemoryWebhookReads
-from ledger.queries import EventFilter, Heads, JobCount, JobFilter, JobSummary, MissingOutcome
+from ledger.queries import (
+    EventFilter,
+    FindingCount,
+    Heads,
+    JobCount,
+    JobFilter,
+    JobSummary,
+    MissingOutcome,
+)
 from ledger.read_models import READ_MODELS
 from ledger.token_view import TokenView, fold_token, presented
 
@@ -66,14 +75,19 @@ class MemoryReads(MemoryOutboxReads, MemoryWebhookReads, MemoryFairnessReads, Re
         since: datetime | None = None,
         until: datetime | None = None,
     ) -> JobSummary:
-        groups: dict[tuple[str, str | None, str, str], int] = {}
+        groups: Counter[tuple[str, str | None, str, str]] = Counter()
+        if since is None and until is None:  # the kept counts
+            for (a, t, _, status, code), n in self.state.job_counts.items():
+                if n and account in (None, a) and tool in (None, t):
+                    groups[status, code, t, a] += n
+            return JobSummary.from_groups((*k, n) for k, n in groups.items())
+        # A range: the views themselves (a memory ledger keeps no hourly counts).
         for v in self.state.jobs.values():
             if account not in (None, v.account) or tool not in (None, v.tool):
                 continue
             if (since and v.created_at < since) or (until and v.created_at >= until):
                 continue
-            key = (v.status.value, v.code.value if v.code else None, v.tool, v.account)
-            groups[key] = groups.get(key, 0) + 1
+            groups[v.status.value, v.code.value if v.code else None, v.tool, v.account] += 1
         return JobSummary.from_groups((*k, n) for k, n in groups.items())
 
     def count_statuses(
@@ -86,11 +100,17 @@ class MemoryReads(MemoryOutboxReads, MemoryWebhookReads, MemoryFairnessReads, Re
         return self.summarize_jobs(account, tool, since, until).by_status
 
     def count_jobs(self) -> list[JobCount]:
-        groups: dict[tuple[bool, str, str | None, str], int] = {}
-        for v in self.state.jobs.values():
-            key = (v.accepted, v.status.value, v.code.value if v.code else None, v.tool)
-            groups[key] = groups.get(key, 0) + 1
-        return [JobCount(*k, jobs=n) for k, n in sorted(groups.items(), key=_group_order)]
+        groups: Counter[tuple[bool, str, str | None, str]] = Counter()
+        for (_, tool, accepted, status, code), n in self.state.job_counts.items():
+            groups[accepted, status, code, tool] += n
+        kept = ((k, n) for k, n in groups.items() if n)
+        return [JobCount(*k, jobs=n) for k, n in sorted(kept, key=_group_order)]
+
+    def count_findings(self) -> list[FindingCount]:
+        return [
+            FindingCount(type_, cause, n, last)
+            for (type_, cause), (n, last) in sorted(self.state.findings.items())
+        ]
 
     def missing_outcomes(
         self, account: str | None, since: datetime, limit: int
@@ -121,14 +141,14 @@ class MemoryReads(MemoryOutboxReads, MemoryWebhookReads, MemoryFairnessReads, Re
 
     def waiting_jobs(self, scope: str, account: str | None = None) -> int:
         kind, _, name = scope.partition(":")
-        waiting = (Status.QUEUED, Status.RETRYING)
+        waiting = (Status.QUEUED.value, Status.RETRYING.value)
         return sum(
-            1
-            for v in self.state.jobs.values()
-            if v.status in waiting
-            and (kind != "tool" or v.tool == name)
-            and (kind != "account" or v.account == name)
-            and account in (None, v.account)
+            n
+            for (a, t, _, status, _), n in self.state.job_counts.items()
+            if status in waiting
+            and (kind != "tool" or t == name)
+            and (kind != "account" or a == name)
+            and account in (None, a)
         )
 
     def recent_brakes(self, limit: int) -> list[BrakeView]:

@@ -4,11 +4,14 @@ the outbox's records, with indexes that mirror the SQL schema's unique ones."""
 from __future__ import annotations
 
 import uuid
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from ledger.brake_view import BrakeView
+from ledger.event_log import FINDER, FINDINGS, finding_cause
 from ledger.events import RecordedEvent
 from ledger.job_view import JobView
 from ledger.queueing import DispatchState
@@ -22,6 +25,16 @@ class Lease:
     attempt: int
     worker: str
     expires_at: datetime
+
+
+# A kept count's group: account, tool, accepted, status, code (as the SQL counts key them).
+CountKey = tuple[str, str, bool, str, str | None]
+Undo = Callable[[], None]
+
+
+def count_key(view: JobView) -> CountKey:
+    code = view.code.value if view.code else None
+    return (view.account, view.tool, view.accepted, view.status.value, code)
 
 
 @dataclass
@@ -47,6 +60,40 @@ class MemoryState:
     claims: dict[tuple[str, str], tuple[str, datetime]] = field(default_factory=dict)
     attempts: list[Attempt] = field(default_factory=list)
     next_position: int = 1
+    # The kept counts (the SQL stores' job_counts and finding_counts): jobs by group, and the
+    # reconciler's findings by (type, cause) with the newest one's time.
+    job_counts: Counter[CountKey] = field(default_factory=Counter)
+    findings: dict[tuple[str, str], tuple[int, datetime]] = field(default_factory=dict)
+
+    def count_job(self, before: JobView | None, after: JobView) -> Undo:
+        """A job's view replaced: its group's count moves; what undoes it."""
+        moved = [(count_key(before), -1)] if before is not None else []
+        moved.append((count_key(after), 1))
+        for key, n in moved:
+            self.job_counts[key] += n
+
+        def undo() -> None:
+            for key, n in moved:
+                self.job_counts[key] -= n
+
+        return undo
+
+    def count_finding(self, event: RecordedEvent) -> Undo | None:
+        """An event recorded: counted if it is a reconciler's finding; what undoes it."""
+        if event.actor != FINDER or event.type not in FINDINGS:
+            return None
+        key = (event.type, finding_cause(event.payload))
+        before = self.findings.get(key)
+        n, last = before if before is not None else (0, event.recorded_at)
+        self.findings[key] = (n + 1, max(last, event.recorded_at))
+
+        def undo() -> None:
+            if before is None:
+                del self.findings[key]
+            else:
+                self.findings[key] = before
+
+        return undo
 
     def views(self, table: str) -> dict[str, Any]:
         """A read model's views by key, as `ledger.read_models` names the model."""

@@ -2,10 +2,12 @@
 
 The grants are generic, so tables that later migrations add are covered when `outcomes
 migrate` applies them again (it does, every run): everything in the schema is readable and
-writable, then the recorded history (`events`, `ledger_meta`) is cut back to read and append,
-and Alembic's bookkeeping to read. The script starts by revoking what the role held, so its
-result does not depend on what was granted before. It is plain SQL, printed as it is run
-(`outcomes migrate --print-grants`), and refuses a role that could rewrite history.
+writable (the kept counts included: every writer's triggers insert their deltas, and any
+process may fold them, `outcomes_compact_counts()`), then the recorded history (`events`,
+`ledger_meta`) is cut back to read and append, and Alembic's bookkeeping to read. The script
+starts by revoking what the role held, so its result does not depend on what was granted
+before. It is plain SQL, printed as it is run (`outcomes migrate --print-grants`), and refuses
+a role that could rewrite history.
 """
 
 from __future__ import annotations

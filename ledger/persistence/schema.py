@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import (
     JSON,
     BigInteger,
@@ -115,6 +117,8 @@ jobs = Table(
     # The console's lists and counts by status and by code (silence, the jobs a brake held).
     Index("ix_jobs_status_position", "status", "ledger_position"),
     Index("ix_jobs_code_position", "code", "ledger_position"),
+    # The partial hours at the ends of a summary's since/until (the whole hours are counted).
+    Index("ix_jobs_created_at", "created_at"),
 )
 # The reconciler's work grows with open jobs, not with the ledger.
 Index(
@@ -309,6 +313,64 @@ ledger_events = Table(
     Column("write_position", Position),
 )
 
+# Kept counts of the jobs read model (migration 0017, ledger/persistence/sql_counts.py): what a
+# GROUP BY over `jobs` answers, kept as jobs change, so that a summary, a scrape or a status
+# reads groups, never every job. `code` is '' for none (a key column cannot be NULL); `hour` is
+# the jobs' creation hour, in whole hours since 1970-01-01 UTC. On Postgres a trigger on `jobs`
+# inserts a delta row per change in the writer's transaction (no row every writer updates) and
+# `outcomes_compact_counts()` folds them into the totals; readers sum totals and pending deltas
+# in one statement. On SQLite (writers serialized) the triggers update the totals directly.
+_COUNT_KEY = (
+    ("account", String(100)),
+    ("tool", String(200)),
+    ("accepted", Boolean()),
+    ("status", String(16)),
+    ("code", String(64)),
+)
+
+
+def _key_columns(*, keyed: bool = True) -> list[Column[Any]]:
+    return [Column(name, kind, primary_key=keyed, nullable=False) for name, kind in _COUNT_KEY]
+
+
+job_counts = Table(
+    "job_counts", metadata, *_key_columns(), Column("jobs", BigInteger, nullable=False)
+)
+job_counts_hourly = Table(
+    "job_counts_hourly",
+    metadata,
+    Column("hour", BigInteger, primary_key=True, autoincrement=False),
+    *_key_columns(),
+    Column("jobs", BigInteger, nullable=False),
+)
+# Insert-only (Postgres): each change of a jobs row, -1 for the group it leaves and +1 for the
+# one it joins; the compactor deletes what it folds. No key, no index: writers only append.
+job_count_deltas = Table(
+    "job_count_deltas",
+    metadata,
+    Column("hour", BigInteger, nullable=False),
+    *_key_columns(keyed=False),
+    Column("jobs", Integer, nullable=False),
+)
+# The reconciler's findings (its events of the finding types) by type and cause, and the time
+# of the newest: kept by a trigger on `events`, as the job counts are.
+finding_counts = Table(
+    "finding_counts",
+    metadata,
+    Column("type", String(64), primary_key=True),
+    Column("cause", Text, primary_key=True),
+    Column("events", BigInteger, nullable=False),
+    Column("last_at", Time, nullable=False),
+)
+finding_count_deltas = Table(
+    "finding_count_deltas",
+    metadata,
+    Column("type", String(64), nullable=False),
+    Column("cause", Text, nullable=False),
+    Column("events", Integer, nullable=False),
+    Column("last_at", Time, nullable=False),
+)
+
 # Values made once per ledger at migrate (the request fingerprints' HMAC key).
 ledger_meta = Table(
     "ledger_meta",
@@ -319,6 +381,9 @@ ledger_meta = Table(
 REQUEST_KEY = "request_key"
 
 READ_MODEL_TABLES = (jobs, brakes, tokens, webhooks)
+# The revision this code reads and writes: a ledger at an older one is not ready (/readyz) until
+# `outcomes migrate` runs (tests/persistence/test_migrations.py holds it to Alembic's head).
+SCHEMA_REVISION = "0017"
 
 
 def unique_constraints() -> dict[str, tuple[str, ...]]:

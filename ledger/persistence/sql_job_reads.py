@@ -1,5 +1,6 @@
 """The job reads of the contract in SQL (Postgres and SQLite): a job's view by id or key,
-filtered pages, the reconciler's overdue jobs, quota windows and the console's counts. Queries
+filtered pages, the reconciler's overdue jobs, quota windows and the console's silence (the
+counts are kept: `sql_counts.py`). Queries
 filter on the read model's indexed columns and hand back the views; account scoping happens
 here, in SQL, so a page never carries another account's row."""
 
@@ -15,7 +16,7 @@ from ledger.codes import Code
 from ledger.job_view import JobView
 from ledger.persistence.schema import jobs
 from ledger.persistence.sql_rows import IN_CHUNK, JOB_CAUSE, job_scope
-from ledger.queries import JobCount, JobFilter, JobSummary, MissingOutcome
+from ledger.queries import JobFilter, MissingOutcome
 
 # Built once: constructing SQLAlchemy statements is a real cost on the hot path.
 _JOB = select(jobs.c.view).where(jobs.c.job_id == bindparam("job_id"))
@@ -90,43 +91,6 @@ class SqlJobReads:
             query = select(jobs.c.job_id, jobs.c.ledger_position).where(jobs.c.job_id.in_(chunk))
             found.update({row.job_id: int(row.ledger_position) for row in self.conn.execute(query)})
         return found
-
-    def summarize_jobs(
-        self,
-        account: str | None,
-        tool: str | None = None,
-        since: datetime | None = None,
-        until: datetime | None = None,
-    ) -> JobSummary:
-        query = select(jobs.c.status, jobs.c.code, jobs.c.tool, jobs.c.account, func.count()).where(
-            *job_scope(account, tool)
-        )
-        if since is not None:
-            query = query.where(jobs.c.created_at >= since)
-        if until is not None:
-            query = query.where(jobs.c.created_at < until)
-        query = query.group_by(jobs.c.status, jobs.c.code, jobs.c.tool, jobs.c.account)
-        return JobSummary.from_groups(self.conn.execute(query))
-
-    def count_statuses(
-        self,
-        account: str | None,
-        tool: str | None = None,
-        since: datetime | None = None,
-        until: datetime | None = None,
-    ) -> dict[str, int]:
-        query = select(jobs.c.status, func.count()).where(*job_scope(account, tool))
-        if since is not None:
-            query = query.where(jobs.c.created_at >= since)
-        if until is not None:
-            query = query.where(jobs.c.created_at < until)
-        found = self.conn.execute(query.group_by(jobs.c.status))
-        return {str(status): int(n) for status, n in sorted(found)}
-
-    def count_jobs(self) -> list[JobCount]:
-        columns = (jobs.c.accepted, jobs.c.status, jobs.c.code, jobs.c.tool)
-        query = select(*columns, func.count()).group_by(*columns).order_by(*columns)
-        return [JobCount(bool(a), s, c, t, int(n)) for a, s, c, t, n in self.conn.execute(query)]
 
     def missing_outcomes(
         self, account: str | None, since: datetime, limit: int

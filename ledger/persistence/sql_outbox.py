@@ -1,6 +1,7 @@
 """The outbox's part of the contract in SQL (Postgres and SQLite): which job's message the
 broker confirmed, each queue's epoch, the jobs whose wait the reconciler must judge, and the
-backlog's figures. Mixed into `SqlReads` and `SqlWrites` over the same connection.
+backlog's figures (its waiting jobs are a kept count: `sql_counts.py`). Mixed into `SqlReads`
+and `SqlWrites` over the same connection.
 
 A job's start deadline and stream version live in its view (JSON): `->>` on Postgres,
 json_extract on SQLite, where times compare as julian days.
@@ -55,7 +56,6 @@ _DISPATCH_COLUMNS = (
 )
 _STATE = select(*_DISPATCH_COLUMNS).where(dispatches.c.job_id == bindparam("job_id"))
 _EPOCH = select(queue_epochs.c.epoch).where(queue_epochs.c.queue == bindparam("queue"))
-_WAITING_COUNT = select(func.count()).where(_OPEN, jobs.c.status.in_(_WAITING))
 _STARTS = select(func.count()).where(
     ledger_events.c.position > bindparam("after"),
     ledger_events.c.position <= bindparam("upto"),
@@ -164,9 +164,6 @@ class SqlOutboxReads:
             oldest_waiting_since=utc(oldest) if oldest is not None else None,
             redispatched=redispatched,
         )
-
-    def waiting_count(self) -> int:
-        return int(self.conn.execute(_WAITING_COUNT).scalar_one())
 
     def starts_between(self, after: int, upto: int) -> int:
         return int(self.conn.execute(_STARTS, {"after": after, "upto": upto}).scalar_one())

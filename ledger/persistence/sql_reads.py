@@ -19,7 +19,6 @@ from sqlalchemy import (
     bindparam,
     cast,
     exists,
-    false,
     func,
     literal,
     select,
@@ -30,7 +29,7 @@ from ledger.access import token_stream
 from ledger.brake_view import BrakeView, evolve_brake, fold_brake
 from ledger.brakes import brake_stream
 from ledger.clock import utc
-from ledger.codes import Code, Status
+from ledger.codes import Code
 from ledger.events import RecordedEvent
 from ledger.job_view import JobView
 from ledger.persistence.base import Reads
@@ -43,6 +42,7 @@ from ledger.persistence.schema import (
     ledger_events,
     tokens,
 )
+from ledger.persistence.sql_counts import SqlCountReads
 from ledger.persistence.sql_fairness import SqlFairnessReads
 from ledger.persistence.sql_job_reads import SqlJobReads
 from ledger.persistence.sql_outbox import SqlOutboxReads
@@ -63,7 +63,11 @@ _STREAM = (
     .where(events.c.stream_id == bindparam("stream_id"))
     .order_by(events.c.stream_version)
 )
-_LAST_POSITION = select(func.coalesce(func.max(ledger_events.c.position), 0))
+# The last ledger position given, O(1): on Postgres the sequencer's head (its newest tick), never
+# max(position) over `ledger_events`, which joins the two largest tables; on SQLite, sequenced
+# at write, the events' newest rowid.
+_SEQUENCER_HEAD = text("SELECT a.head FROM outcomes_sequencer_at() a")
+_LAST_ROWID = select(func.coalesce(func.max(events.c.position), 0))
 # A presented token is read from its own stream's events (the tokens table only names the
 # stream); with the job a caller asks for, in the same round trip.
 _TOKEN_EVENTS = (
@@ -93,7 +97,9 @@ _ACTIVE_PULLS = select(*EVENT_COLUMNS).where(
 _READ_MODELS = {table.name: table for table in READ_MODEL_TABLES}
 
 
-class SqlReads(SqlJobReads, SqlOutboxReads, SqlWebhookReads, SqlFairnessReads, Reads):
+class SqlReads(
+    SqlCountReads, SqlJobReads, SqlOutboxReads, SqlWebhookReads, SqlFairnessReads, Reads
+):
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
 
@@ -110,20 +116,6 @@ class SqlReads(SqlJobReads, SqlOutboxReads, SqlWebhookReads, SqlFairnessReads, R
 
     def brake(self, brake_id: str) -> BrakeView | None:
         return fold_brake(self.read_stream(brake_stream(brake_id)))
-
-    def waiting_jobs(self, scope: str, account: str | None = None) -> int:
-        query = select(func.count()).where(
-            jobs.c.terminal == false(),
-            jobs.c.status.in_([Status.QUEUED.value, Status.RETRYING.value]),
-        )
-        kind, _, name = scope.partition(":")
-        if kind == "tool":
-            query = query.where(jobs.c.tool == name)
-        elif kind == "account":
-            query = query.where(jobs.c.account == name)
-        if account is not None:
-            query = query.where(jobs.c.account == account)
-        return int(self.conn.execute(query).scalar_one())
 
     def recent_brakes(self, limit: int) -> list[BrakeView]:
         query = select(brakes.c.view).order_by(brakes.c.ledger_position.desc()).limit(limit)
@@ -203,7 +195,7 @@ class SqlReads(SqlJobReads, SqlOutboxReads, SqlWebhookReads, SqlFairnessReads, R
     def heads(self) -> Heads:
         # At the sequencer's head: what a digest covers is the ledger in its one order.
         ev = ledger_events
-        position = int(self.conn.execute(_LAST_POSITION).scalar_one())
+        position = self.last_position()
         upto = ev.c.position <= position
         last = (
             select(ev.c.stream_id, func.max(ev.c.stream_version).label("version"))
@@ -226,7 +218,8 @@ class SqlReads(SqlJobReads, SqlOutboxReads, SqlWebhookReads, SqlFairnessReads, R
         )
 
     def last_position(self) -> int:
-        return int(self.conn.execute(_LAST_POSITION).scalar_one())
+        head = _SEQUENCER_HEAD if self.conn.dialect.name == "postgresql" else _LAST_ROWID
+        return int(self.conn.execute(head).scalar_one())
 
     # --- read models, as stored -----------------------------------------------------------
 

@@ -56,8 +56,9 @@ from ledger.persistence.errors import translated
 from ledger.persistence.locks import lock
 from ledger.persistence.loop_reads import LoopJobReads, job_answer, job_statement
 from ledger.persistence.projections import Projection, default_projections, rebuild
-from ledger.persistence.schema import REQUEST_KEY, events, leases, ledger_meta
+from ledger.persistence.schema import REQUEST_KEY, SCHEMA_REVISION, events, leases, ledger_meta
 from ledger.persistence.sequencer_session import SEQUENCE, scalar
+from ledger.persistence.sql_counts import compact, recount, recounting
 from ledger.persistence.sql_fairness import take_submit_token
 from ledger.persistence.sql_outbox import SqlOutboxWrites
 from ledger.persistence.sql_reads import SqlReads
@@ -112,6 +113,9 @@ def _lease_upsert(dialect: str) -> Any:
 
 
 _JOBS_TEXT = "SELECT view::text FROM jobs WHERE job_id = ANY(%s)"
+# Readiness: a trivial statement; and, until it has been seen once, the schema's revision.
+_PING = text("SELECT 1")
+_REVISION = text("SELECT version_num FROM alembic_version")
 
 
 def _pages(read: Callable[[int, int], Sequence[RowT]], batch: int) -> Iterator[RowT]:
@@ -255,6 +259,7 @@ class SqlStore(SqlSequencing, Store):
         self.dialect = engine.dialect.name
         self.projections = list(default_projections() if projections is None else projections)
         self._lease_upsert = _lease_upsert(self.dialect)
+        self._schema_seen = False  # the schema's revision was found current once
 
     @contextmanager
     def transaction(self) -> Iterator[SqlWrites]:
@@ -374,7 +379,45 @@ class SqlStore(SqlSequencing, Store):
         with self.transaction() as tx:
             tx.hold_appends()  # appends wait for it, so nothing lands half-way
             tx.sequence(wait=True)  # and every event committed before it is in ledger order
-            return rebuild(tx.conn, self.projections, counted(tx.iter_events(), progress))
+            recounting(tx.conn)  # every row is rewritten: counted whole at the end instead
+            replayed = rebuild(tx.conn, self.projections, counted(tx.iter_events(), progress))
+            recount(tx.conn)
+            return replayed
+
+    def compact_counts(self) -> int:
+        if self.dialect != "postgresql":
+            return 0
+        with self._one_statement() as conn:
+            return compact(conn)
+
+    @contextmanager
+    def _one_statement(self) -> Iterator[Connection]:
+        """A pooled connection for a statement that needs no transaction around it: in
+        autocommit on Postgres (no BEGIN and COMMIT round trips), a read transaction on SQLite
+        (local, and never BEGIN IMMEDIATE: it must not queue behind a writer)."""
+        if self.dialect != "postgresql":
+            with self.connection() as conn:
+                yield conn
+            return
+        with translated(), self.engine.connect() as conn:
+            yield conn.execution_options(isolation_level="AUTOCOMMIT")
+
+    def check_ready(self) -> None:
+        with self._one_statement() as conn:
+            if self._schema_seen:
+                conn.execute(_PING)
+                return
+            found = conn.execute(_REVISION).scalar()
+        if found is None:
+            raise SchemaMissingError("the ledger has no schema yet: run `outcomes migrate`")
+        # Revision ids are numbered in order; a newer schema (migrated ahead of a rolling
+        # deploy) serves this code too, an older one lacks what it reads.
+        if str(found) < SCHEMA_REVISION:
+            raise SchemaMissingError(
+                f"the ledger's schema is at revision {found}, this code needs {SCHEMA_REVISION}:"
+                " run `outcomes migrate`"
+            )
+        self._schema_seen = True
 
     def upgrade_schema(self) -> tuple[str | None, str | None]:
         from ledger.persistence import migrate  # Alembic is loaded only by who migrates

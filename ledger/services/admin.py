@@ -54,6 +54,9 @@ def rebuild(ledger: Ledger, progress: Callable[[int], None] | None = None) -> in
     return ledger.store.rebuild_read_models(progress)
 
 
-def check(ledger: Ledger) -> int:
-    """The last ledger position: proof that the database answers (raises when it does not)."""
-    return ledger.store.last_position()
+def ready(ledger: Ledger) -> None:
+    """Whether this process can serve (`/readyz`): the database answers a trivial statement on
+    a pooled connection and its schema is not older than this code's (asked until seen once).
+    Raises a `StorageError` when not. A handful of O(1) checks: it reads nothing of the ledger,
+    so it answers as fast at a billion events as at none."""
+    ledger.store.check_ready()

@@ -6,8 +6,8 @@ instead of queueing what cannot start in time. The drain rate counts only interv
 work waited at both ends and some started: the workers were busy all along, so what started is
 their capacity, not the arrival rate of a quiet queue; an interval with nothing started (every
 worker stopped) is no measure, and the last one stands. Sampled at most once a second per
-process (two cheap reads: a count of waiting jobs by index, the `work.started` events since the
-last sample by position).
+process (a tick that never waits, and two cheap reads: the kept count of waiting jobs, the
+`work.started` events since the last sample by position, up to the sequencer's head).
 """
 
 from __future__ import annotations
@@ -60,7 +60,12 @@ class BacklogGauge:
 
     def _sample(self) -> None:
         try:
-            with self.ledger.store.in_order() as reads:
+            # The sequencer's head, after a tick that never waits (Postgres): another tick under
+            # way is left to finish, and one taken here costs only what committed since the last
+            # (once a second at most, by one caller), so the drain rate is measured even where
+            # no reconciler sequences. Never a wait, never a read of the whole ledger.
+            self.ledger.store.sequence(wait=False)
+            with self.ledger.store.reading() as reads:
                 position = reads.last_position()
                 waiting = reads.waiting_count()
                 starts = (

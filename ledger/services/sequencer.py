@@ -7,6 +7,9 @@ notification (or IDLE_WAIT_S, for the writes that notify nothing). The others bi
 lead every second, so a leader that dies is replaced. Nothing depends on the loop for
 correctness: a reader in ledger order sequences what committed before it first
 (`Store.in_order`); the loop keeps that wait, and the lag (`SequencerState.lag_s`), short.
+
+The leader also folds the kept counts' deltas into their totals about once a second
+(`Store.compact_counts`): readers are exact without it, and it keeps what they sum small.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ BUSY_TICK_S = 0.005
 BUSY_SPELL_S = 1.0
 FOLLOW_S = 1.0  # how often a follower bids for the lead
 RETRY_S = 1.0  # after a failure (the database away)
+COMPACT_EVERY_S = 1.0  # how often the leader folds the kept counts' deltas
 
 
 class SequencerLoop:
@@ -42,6 +46,7 @@ class SequencerLoop:
         self.idle_wait_s = idle_wait_s
         self.busy_tick_s = busy_tick_s
         self._found_at = float("-inf")  # when a tick last found events
+        self._compacted_at = float("-inf")  # when the counts' deltas were last folded
         self.stopped = threading.Event()
         self._leader: SequencerLeader | None = ledger.store.sequencer_leader()
         self._thread: threading.Thread | None = None
@@ -75,11 +80,22 @@ class SequencerLoop:
                 leader.reset()
                 self.stopped.wait(RETRY_S)
 
+    def _compact(self) -> None:
+        # On a pooled connection of its own: a failure here is the counts' alone, never a
+        # reason to give up the lead.
+        try:
+            self.ledger.store.compact_counts()
+        except StorageError as exc:
+            log.warning("sequencer: the counts' deltas were not folded now: %s", exc)
+
     def _step(self, leader: SequencerLeader) -> None:
         if not leader.lead():
             self.stopped.wait(FOLLOW_S)
             return
         began = time.monotonic()
+        if began - self._compacted_at >= COMPACT_EVERY_S:
+            self._compacted_at = began
+            self._compact()
         found = leader.tick()
         if found > 0:
             self._found_at = began

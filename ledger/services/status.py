@@ -1,7 +1,11 @@
 """What the ledger itself says about a deployment's health (`outcomes status`): open jobs by
 status, the active brakes, when the reconciler last recorded anything, and the outbox (messages
 the broker has not confirmed, the longest wait, re-dispatches by their evidence). The broker's side
-(workers answering, queue depth) is the adapters' to ask."""
+(workers answering, queue depth) is the adapters' to ask.
+
+Every figure is O(groups) or O(open jobs), whatever the ledger's size: the counts and the
+reconciler's last finding are kept by the store, the position is the sequencer's head as it
+stands."""
 
 from __future__ import annotations
 
@@ -12,7 +16,6 @@ from ledger.brake_view import BrakeView
 from ledger.codes import Status
 from ledger.queueing import DispatchSummary
 from ledger.services.ledger import Ledger
-from ledger.services.reconcile import ACTOR as RECONCILER
 
 
 @dataclass(frozen=True)
@@ -25,11 +28,12 @@ class LedgerStatus:
 
 
 def ledger_status(ledger: Ledger) -> LedgerStatus:
-    with ledger.store.in_order() as reads:
-        found = reads.summarize_jobs(None, None, None, None)
+    with ledger.store.reading() as reads:
+        by_status = reads.count_statuses(None)
         brakes = reads.active_brakes()
-        last = reads.last_event_by(RECONCILER)
+        findings = reads.count_findings()
         position = reads.last_position()
         dispatch = reads.dispatch_summary()
-    open_jobs = {s.value: found.by_status.get(s.value, 0) for s in Status if not s.terminal}
-    return LedgerStatus(open_jobs, brakes, last.recorded_at if last else None, position, dispatch)
+    open_jobs = {s.value: by_status.get(s.value, 0) for s in Status if not s.terminal}
+    last = max((f.last_at for f in findings), default=None)
+    return LedgerStatus(open_jobs, brakes, last, position, dispatch)

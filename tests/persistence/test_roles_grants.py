@@ -38,6 +38,12 @@ EXPECTED = {
     "ledger_sequencer": {"SELECT", "INSERT", "UPDATE", "DELETE"},
     "ledger_ticks": {"SELECT", "INSERT", "UPDATE", "DELETE"},
     "jobs": {"SELECT", "INSERT", "UPDATE", "DELETE"},
+    # Kept counts: writers' triggers insert deltas, a fold deletes them and updates totals.
+    "job_counts": {"SELECT", "INSERT", "UPDATE", "DELETE"},
+    "job_counts_hourly": {"SELECT", "INSERT", "UPDATE", "DELETE"},
+    "job_count_deltas": {"SELECT", "INSERT", "UPDATE", "DELETE"},
+    "finding_counts": {"SELECT", "INSERT", "UPDATE", "DELETE"},
+    "finding_count_deltas": {"SELECT", "INSERT", "UPDATE", "DELETE"},
     "leases": {"SELECT", "INSERT", "UPDATE", "DELETE"},
     "dispatches": {"SELECT", "INSERT", "UPDATE", "DELETE"},
     "queue_epochs": {"SELECT", "INSERT", "UPDATE", "DELETE"},

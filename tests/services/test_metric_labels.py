@@ -43,7 +43,7 @@ def series(registry: CollectorRegistry) -> Series:
 
 def ledger_series(ledger: Ledger) -> Series:
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(LedgerCollector(ledger, counts.FindingTally()))
+    registry.register(LedgerCollector(ledger))
     return series(registry)
 
 
