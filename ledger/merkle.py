@@ -44,7 +44,8 @@ LEAF_PREFIX = b"\x00"
 NODE_PREFIX = b"\x01"
 
 _HEX_HASH = re.compile(r"[0-9a-f]{64}")
-_FRONTIER_KEYS = frozenset({"tree_size", "root_hash", "frontier"})
+_HEAD_KEYS = frozenset({"tree_size", "root_hash"})
+_FRONTIER_KEYS = _HEAD_KEYS | {"frontier"}
 
 
 def leaf_hash(data: bytes) -> bytes:
@@ -115,6 +116,32 @@ class Subtree:
 
 
 @dataclass(frozen=True, slots=True)
+class TreeHead:
+    """A tree's size and root, together: what a digest keeps and a proof is checked against.
+
+    The root alone does not say the size: RFC 9162's hashes do not commit to it, and a proof
+    of leaf 0 in a tree of 5 leaves is, hash for hash, one in a tree of 8 with the same root.
+    So a proof names its sizes, and they count only when a head from a trusted place (a digest
+    out of the writers' reach, a signed head) names the same size with the root."""
+
+    tree_size: int
+    root_hash: bytes
+
+    def __post_init__(self) -> None:
+        check_size(self.tree_size, "tree_size")
+        check_hash(self.root_hash, "root_hash")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"tree_size": self.tree_size, "root_hash": self.root_hash.hex()}
+
+    @classmethod
+    def from_json(cls, doc: object) -> TreeHead:
+        if not isinstance(doc, dict) or set(doc) != _HEAD_KEYS:
+            raise ProofError(f"a tree head is an object of exactly {sorted(_HEAD_KEYS)}")
+        return cls(check_size(doc["tree_size"], "tree_size"), parse_hash(doc["root_hash"]))
+
+
+@dataclass(frozen=True, slots=True)
 class Frontier:
     """The roots of the perfect subtrees covering leaves [0, size), largest (leftmost) first:
     one for each bit set in `size`. Immutable; `extend` and `grow` answer a new one."""
@@ -146,6 +173,9 @@ class Frontier:
         for left in reversed(self.hashes[:-1]):
             root = node_hash(left, root)
         return root
+
+    def head(self) -> TreeHead:
+        return TreeHead(self.size, self.root())
 
     def subtrees(self) -> list[Subtree]:
         """The frontier's hashes with their places in the tree."""
@@ -188,12 +218,9 @@ class Frontier:
         return Frontier(size, tuple(stack)), completed
 
     def to_json(self) -> dict[str, Any]:
-        """`{"tree_size", "root_hash", "frontier"}`, hashes in lowercase hex."""
-        return {
-            "tree_size": self.size,
-            "root_hash": self.root().hex(),
-            "frontier": [value.hex() for value in self.hashes],
-        }
+        """`{"tree_size", "root_hash", "frontier"}`, hashes in lowercase hex: the head and the
+        frontier, so a reader may take the root without adding the frontier up."""
+        return self.head().to_json() | {"frontier": [value.hex() for value in self.hashes]}
 
     @classmethod
     def from_json(cls, doc: object) -> Frontier:

@@ -9,12 +9,16 @@ Two proofs, each a value with a JSON form named as in RFC 9162 §4.11 and §4.12
   roots are given. Equal sizes are consistent with an empty path when the roots are equal;
   size 0 has nothing to prove and is refused, as RFC 9162 asks 0 < first.
 
+A proof is checked against tree heads (`ledger.merkle.TreeHead`: a size and its root, taken
+together from a trusted place such as a digest): RFC 9162's root does not commit to the size,
+so a proof whose sizes are not the heads' proves nothing and answers False.
+
 Two answers, never more: a proof that is not one (a size out of range or 0, an index outside
 its tree, first > second, a path longer or shorter than its sizes call for, a hash that is not
 32 bytes, hex that is not 64 lowercase digits, a JSON key missing or unknown) raises
-`ProofError`; a well-formed proof answers True if its hashes add up to the roots given and
-False if they do not. Neither is ever an acceptance by mistake: callers treat an error as a
-proof refused.
+`ProofError`; a well-formed proof answers True if it is of the heads' sizes and its hashes add
+up to their roots, and False otherwise. Neither is ever an acceptance by mistake: callers
+treat an error as a proof refused.
 
 The hashes are recomputed by the RFC's own bit-by-bit algorithms, not by the recursive layout
 that `ledger.merkle_store` builds proofs with: the two meet only in their results (the tests
@@ -30,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ledger.errors import ProofError
-from ledger.merkle import check_hash, check_size, node_hash, parse_hash
+from ledger.merkle import TreeHead, check_hash, check_size, node_hash, parse_hash
 
 _INCLUSION_KEYS = frozenset({"leaf_index", "tree_size", "inclusion_path"})
 _CONSISTENCY_KEYS = frozenset({"tree_size_1", "tree_size_2", "consistency_path"})
@@ -90,11 +94,11 @@ class InclusionProof:
             raise ProofError("inclusion_path is shorter than its sizes call for")
         return root
 
-    def verify(self, leaf_hash: bytes, root_hash: bytes) -> bool:
-        """True if `leaf_hash` is the leaf at `leaf_index` of the tree whose root is
-        `root_hash`, False if the hashes do not add up."""
-        root = check_hash(root_hash, "root hash")
-        return hmac.compare_digest(self.root_from(leaf_hash), root)
+    def verify(self, leaf_hash: bytes, head: TreeHead) -> bool:
+        """True if `leaf_hash` is the leaf at `leaf_index` of the tree of `head`, False if the
+        proof is of a tree of another size or its hashes do not add up to the head's root."""
+        computed = self.root_from(leaf_hash)
+        return hmac.compare_digest(computed, head.root_hash) and head.tree_size == self.tree_size
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -126,10 +130,15 @@ class ConsistencyProof:
             raise ProofError(f"tree_size_1 {first} is larger than tree_size_2 {second}")
         _check_path(self.path, consistency_path_length(first, second), "consistency_path")
 
-    def verify(self, first_root: bytes, second_root: bytes) -> bool:
-        """True if the tree of `first` leaves whose root is `first_root` is where the tree of
-        `second` leaves whose root is `second_root` began, False if the hashes do not add up
-        (RFC 9162 §2.1.4.2)."""
+    def verify(self, old: TreeHead, new: TreeHead) -> bool:
+        """True if the tree of `old` is where the tree of `new` began; False if the proof is
+        between other sizes or its hashes do not add up to the heads' roots."""
+        if (old.tree_size, new.tree_size) != (self.first, self.second):
+            return False
+        return self._roots_match(old.root_hash, new.root_hash)
+
+    def _roots_match(self, first_root: bytes, second_root: bytes) -> bool:
+        """RFC 9162 §2.1.4.2 (step 1, an empty path, is the length checked when made)."""
         first_hash = check_hash(first_root, "first root")
         second_hash = check_hash(second_root, "second root")
         if self.first == self.second:  # an empty path (checked): the same tree twice
@@ -173,8 +182,10 @@ def verify_inclusion(
     leaf_hash: bytes, leaf_index: int, tree_size: int, path: Sequence[bytes], root_hash: bytes
 ) -> bool:
     """RFC 9162 §2.1.3.2: is `leaf_hash` leaf `leaf_index` of the tree of `tree_size` leaves
-    whose root is `root_hash`? Raises `ProofError` if the proof is not one."""
-    return InclusionProof(leaf_index, tree_size, _tuple(path)).verify(leaf_hash, root_hash)
+    whose root is `root_hash` (a size and root taken together from a trusted place)? Raises
+    `ProofError` if the proof is not one."""
+    head = TreeHead(tree_size, check_hash(root_hash, "root hash"))
+    return InclusionProof(leaf_index, tree_size, _tuple(path)).verify(leaf_hash, head)
 
 
 def verify_consistency(
@@ -183,7 +194,7 @@ def verify_consistency(
     """RFC 9162 §2.1.4.2: does the tree of `second` leaves whose root is `second_root` begin
     with the tree of `first` leaves whose root is `first_root`? Raises `ProofError` if the
     proof is not one."""
-    return ConsistencyProof(first, second, _tuple(path)).verify(first_root, second_root)
+    return ConsistencyProof(first, second, _tuple(path))._roots_match(first_root, second_root)
 
 
 def _tuple(path: Sequence[bytes]) -> tuple[bytes, ...]:
