@@ -5,7 +5,7 @@ What is stored: the hash of every complete (perfect) subtree whose level is a mu
 A subtree is complete once its last leaf is appended, and never changes after: the store only
 ever appends, one level at a time in index order (`append_leaves` says what, with the new
 frontier). Per leaf that is 1 + 1/16 + 1/256 + … < 16/15 hashes: under 34.2 bytes of hashes,
-and under 45.6 bytes with a 10-byte key (level, index) for each, against a budget of 64.
+and under 44.8 bytes with a 10-byte key (level, index) for each, against a budget of 64.
 
 Why not every level (RFC 6962 logs such as Trillian's): that is 2 hashes a leaf, 64 bytes
 before any key, so the budget leaves nothing for a key. Why not 8 (the tlog "tiles" of Go's
@@ -19,8 +19,10 @@ perfect subtree at level l is the level-b subtrees below it, b the stored level 
 at most 2**3 of them, hashed up. All the level-b subtrees a proof needs within one stored
 subtree of level b + 4 (a 16-wide block) are fetched by one range read. A proof touches at most
 two such blocks per 4 levels (the path's, and the right edge's), so it costs at most
-2 * ceil(levels / 4) + 2 reads of at most 16 hashes each for a tree of 2**levels leaves: 28
-reads at most at `MAX_TREE_SIZE`, counted by the tests with an instrumented store.
+2 * ceil(levels / 4) reads of at most 16 hashes each in a tree of up to 2**levels leaves: 28
+reads at most at `MAX_TREE_SIZE`; a frontier (`frontier_at`), one read per 4 levels. The tests
+count them with an instrumented store: every proof of the trees up to 130 leaves, samples
+up to 2**53 - 1.
 
 The storage port: `SubtreeHashes.read(level, start, stop)`, a range of one stored level, and
 `SubtreeHashWriter.write(subtrees)`. `MemorySubtreeHashes` implements both (tests and the
