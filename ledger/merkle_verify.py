@@ -97,6 +97,7 @@ class InclusionProof:
     def verify(self, leaf_hash: bytes, head: TreeHead) -> bool:
         """True if `leaf_hash` is the leaf at `leaf_index` of the tree of `head`, False if the
         proof is of a tree of another size or its hashes do not add up to the head's root."""
+        _check_head(head)
         computed = self.root_from(leaf_hash)
         return hmac.compare_digest(computed, head.root_hash) and head.tree_size == self.tree_size
 
@@ -133,6 +134,8 @@ class ConsistencyProof:
     def verify(self, old: TreeHead, new: TreeHead) -> bool:
         """True if the tree of `old` is where the tree of `new` began; False if the proof is
         between other sizes or its hashes do not add up to the heads' roots."""
+        _check_head(old)
+        _check_head(new)
         if (old.tree_size, new.tree_size) != (self.first, self.second):
             return False
         return self._roots_match(old.root_hash, new.root_hash)
@@ -201,6 +204,11 @@ def _tuple(path: Sequence[bytes]) -> tuple[bytes, ...]:
     if isinstance(path, (str, bytes)) or not isinstance(path, Sequence):
         raise ProofError("a proof's path is a sequence of hashes")
     return tuple(path)
+
+
+def _check_head(head: object) -> None:
+    if not isinstance(head, TreeHead):
+        raise ProofError("a proof is checked against a TreeHead (a size and its root)")
 
 
 def _check_path(path: object, expected: int, what: str) -> None:

@@ -211,6 +211,10 @@ def test_hashes_given_to_the_verifiers_are_checked() -> None:
     with pytest.raises(ProofError):
         TreeHead(6, heads[6].root_hash.hex())  # type: ignore[arg-type]
     with pytest.raises(ProofError):
+        made.verify(leaves[2], heads[6].root_hash)  # type: ignore[arg-type]
+    with pytest.raises(ProofError):
+        consistency_proof(store, 2, 6).verify(heads[2], (6, heads[6].root_hash))  # type: ignore[arg-type]
+    with pytest.raises(ProofError):
         verify_consistency(2, 6, b"", heads[6].root_hash, consistency_proof(store, 2, 6).path)
 
 
