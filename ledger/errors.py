@@ -17,7 +17,8 @@ driver type.
     ├── StorageError                any other database failure
     │   ├── StorageUnavailableError     unreachable or dropped: safe to retry
     │   ├── ImmutableLedgerError        an UPDATE/DELETE/TRUNCATE of events
-    │   └── SchemaMissingError          run `outcomes migrate`
+    │   ├── SchemaMissingError          run `outcomes migrate`
+    │   └── SubtreeMissingError         a Merkle subtree hash the stored tree should hold
     ├── RequestError                a caller's request that cannot be honoured
     │   ├── IdempotencyConflictError    same key, another body
     │   ├── InvalidScopeError           a brake scope that does not parse
@@ -31,6 +32,7 @@ driver type.
     │   ├── NotASecretError             a place in a job's arguments that holds no secret
     │   └── RateLimitedError            an account submitting faster than its rate
     ├── DigestError                 a digest file that is not one
+    ├── ProofError                  a Merkle proof, tree head or frontier that is not one
     ├── SecretUnavailableError      a sealed secret argument this process cannot open
     ├── DispatchError               the broker refused a job id
     └── OutcomeUnrecordedError      the tool ran; its outcome could not be written
@@ -127,6 +129,18 @@ class ImmutableLedgerError(StorageError):
 
 class SchemaMissingError(StorageError):
     """The ledger's tables do not exist: run `outcomes migrate`."""
+
+
+class SubtreeMissingError(StorageError):
+    """The stored Merkle tree lacks a subtree hash that a tree of the size asked for holds:
+    the size is beyond what was appended, or a stored hash was lost (`ledger.merkle_store`)."""
+
+    def __init__(self, level: int, start: int, stop: int, found: int) -> None:
+        super().__init__(
+            f"the stored Merkle tree holds {found} of the {stop - start} subtree hashes "
+            f"{start}..{stop - 1} at level {level}"
+        )
+        self.level = level
 
 
 # --- requests the ledger will not honour ------------------------------------------------------
@@ -241,6 +255,13 @@ class RateLimitedError(RequestError):
 
 class DigestError(LedgerError):
     """A digest file is unreadable or not a ledger digest."""
+
+
+class ProofError(LedgerError):
+    """A Merkle proof, tree head, frontier or hash that is not well formed (`ledger.merkle`,
+    `ledger.merkle_verify`): a size out of range, an index outside its tree, a hash that is
+    not 32 bytes (64 lowercase hex digits), a path of the wrong length. A well-formed proof
+    whose hashes do not add up is no error: its verification answers False."""
 
 
 class SecretUnavailableError(LedgerError):
