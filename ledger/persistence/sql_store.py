@@ -64,6 +64,7 @@ from ledger.persistence.loop_reads import LoopJobReads, job_answer, job_statemen
 from ledger.persistence.projections import Projection, default_projections, rebuild
 from ledger.persistence.schema import REQUEST_KEY, events, leases, ledger_meta
 from ledger.persistence.sequencer_session import SEQUENCE, scalar
+from ledger.persistence.sql_archive import SqlArchives
 from ledger.persistence.sql_fairness import take_submit_token
 from ledger.persistence.sql_outbox import SqlOutboxWrites
 from ledger.persistence.sql_reads import SqlReads
@@ -279,7 +280,7 @@ class SqlWrites(SqlReads, SqlOutboxWrites, SqlWebhookWrites, Writes):
         return (row_to_event(row) for row in _pages(read, batch))
 
 
-class SqlStore(SqlSequencing, Store):
+class SqlStore(SqlSequencing, SqlArchives, Store):
     def __init__(self, engine: Engine, projections: Sequence[Projection] | None = None) -> None:
         self.engine = engine
         self.dialect = engine.dialect.name
