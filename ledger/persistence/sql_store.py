@@ -79,6 +79,7 @@ if TYPE_CHECKING:
 # pg_advisory_xact_lock key for appends ("outc" "appd"): every append takes it shared, and
 # only a read-model rebuild exclusive (nothing lands half-way through it).
 APPEND_LOCK_KEY = 0x6F757463_61707064 & 0x7FFFFFFFFFFFFFFF
+PARTITIONS_AHEAD = 2  # at migrate (the sequencer's leader keeps OUTCOMES_PARTITIONS_AHEAD)
 
 _HEAD = (
     select(events.c.stream_version, events.c.hash)
@@ -412,6 +413,7 @@ class SqlStore(SqlSequencing, SqlArchives, Store):
 
         before = migrate.current_revision(self.engine)
         migrate.upgrade(self.engine)
+        self.make_partitions(PARTITIONS_AHEAD)  # the writers' room, made before they need it
         return before, migrate.current_revision(self.engine)
 
     def connected_role(self) -> ConnectedRole | None:
