@@ -182,6 +182,12 @@ def _check_jobs(folder: Path, manifest: Manifest, report: VerifyReport) -> None:
     except ArchiveError as exc:
         _file(report, str(exc))
         return
+    if sum(statuses.values()) != manifest.counts.jobs:
+        _manifest(
+            report,
+            f"the jobs file holds {sum(statuses.values())} jobs; the manifest "
+            f"says {manifest.counts.jobs}",
+        )
     if dict(statuses) != manifest.counts.jobs_by_status:
         _manifest(report, "the jobs file's statuses are not the manifest's counts")
 

@@ -79,9 +79,9 @@ def test_an_archive_leaves_both_the_database_and_its_files_verifiable(
 def test_a_second_archive_chains_to_the_first(store: SqlStore, tmp_path: Path) -> None:
     ledger = Ledger(store)
     token_events(store, 1)
-    ended_jobs(store, 12)
+    ended_jobs(store, 16)
     archive.archive(ledger, tmp_path, soon())
-    ended_jobs(store, 12)
+    ended_jobs(store, 20)
     second = archive.archive(ledger, tmp_path, soon())
     first = store.archive_records()[0]
     assert second.manifest.previous is not None
@@ -109,7 +109,7 @@ def test_nothing_newer_than_the_cutoff_goes(store: SqlStore, tmp_path: Path) -> 
 def test_a_byte_changed_in_a_file_and_a_row_changed_in_the_database_are_each_named(
     store: SqlStore, tmp_path: Path
 ) -> None:
-    ended_jobs(store, 12)
+    ended_jobs(store, 16)
     done = archive.archive(Ledger(store), tmp_path, soon())
     events_file = done.folder / done.manifest.files[0].name
     raw = bytearray(events_file.read_bytes())
@@ -146,7 +146,7 @@ def test_an_auditor_reads_the_files_with_pandas_alone(store: SqlStore, tmp_path:
     import pandas as pd
 
     token_events(store, 1)
-    ended_jobs(store, 12)
+    ended_jobs(store, 16)
     done = archive.archive(Ledger(store), tmp_path, soon())
     manifest = json.loads((done.folder / "manifest.json").read_text())
     frames = [
@@ -168,7 +168,7 @@ def test_a_kill_at_each_step_loses_nothing_and_the_next_run_finishes(
     store: SqlStore, tiny_url: str, tmp_path: Path, step: str
 ) -> None:
     token_events(store, 1)
-    ended_jobs(store, 12)
+    ended_jobs(store, 16)
     before = count(store, events)
     directory = tmp_path / "archives"
     cutoff = soon().isoformat()  # type: ignore[attr-defined]
@@ -195,7 +195,7 @@ def test_the_memory_store_says_it_keeps_no_archives(tmp_path: Path) -> None:
 
 
 def test_read_models_of_archived_jobs_leave_with_them(store: SqlStore, tmp_path: Path) -> None:
-    ended_jobs(store, 12)
+    ended_jobs(store, 16)
     rows = count(store, jobs)
     done = archive.archive(Ledger(store), tmp_path, soon())
     assert count(store, jobs) == rows - done.manifest.counts.jobs

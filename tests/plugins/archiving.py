@@ -24,7 +24,7 @@ from tests.databases import (
     require_postgres,
     unique_name,
 )
-from tests.factories import accepted, new, succeeded
+from tests.factories import accepted, new, started, succeeded
 
 TINY = 10  # positions per partition
 BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
@@ -58,11 +58,13 @@ def tiny_url(
 
 
 def ended_jobs(store: Store, count: int, account: str = "acme") -> list[str]:
-    """`count` jobs accepted and succeeded (two events each), the partitions kept ahead."""
+    """`count` jobs accepted and succeeded, every third one started between (two or three
+    events: some range boundary falls between two jobs), the partitions kept ahead."""
     made = []
-    for _ in range(count):
+    for n in range(count):
         job_id = str(uuid.uuid4())
-        store.append(job_stream(job_id), [accepted(account=account), succeeded()], 0)
+        middle = [started()] if n % 3 == 2 else []  # 7 events a 3 jobs: boundaries move
+        store.append(job_stream(job_id), [accepted(account=account), *middle, succeeded()], 0)
         store.make_partitions(2)
         made.append(job_id)
     return made
