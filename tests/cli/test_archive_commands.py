@@ -27,7 +27,7 @@ def test_archive_then_read_and_verify_the_files_without_a_database(
 ) -> None:
     with open_sql(tiny_url) as store:
         made = ended_jobs(store, 16)
-    cutoff = soon().isoformat()  # type: ignore[attr-defined]
+    cutoff = soon().isoformat()
     done = orjson.loads(
         run(tiny_url, "archive", "--before", cutoff, "--to", str(tmp_path), "--json")
     )
@@ -68,4 +68,4 @@ def test_usage_errors_are_one_line(tmp_path: Path) -> None:
 def test_ages_are_understood(age: str) -> None:
     from cli.archive_commands import cutoff
 
-    assert cutoff(age, None) < soon()  # type: ignore[operator]
+    assert cutoff(age, None) < soon()

@@ -12,16 +12,16 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select, text
 
-from ledger.chain import ProblemKind
+from ledger.chain import ProblemKind, event_rows
 from ledger.clock import now
 from ledger.errors import ArchiveRefusedError, ArchiveUnsupportedError
-from ledger.events import job_stream
+from ledger.events import TokenCreated, job_stream
 from ledger.persistence.memory import MemoryStore
 from ledger.persistence.schema import events, jobs
 from ledger.persistence.sql_store import SqlStore
 from ledger.services import archive, audit
 from ledger.services.ledger import Ledger
-from tests.factories import open_sql
+from tests.factories import new, open_sql
 from tests.plugins.archiving import TINY, ended_jobs, open_job, soon, token_events
 
 
@@ -36,7 +36,7 @@ EDIT = text("UPDATE events SET actor = 'mallory' WHERE position = :p")
 
 def count(store: SqlStore, table: object) -> int:
     with store.connection() as conn:
-        return int(conn.execute(select(func.count()).select_from(table)).scalar_one())  # type: ignore[arg-type]
+        return int(conn.execute(select(func.count()).select_from(table)).scalar_one())
 
 
 def both_verify(store: SqlStore, directory: Path) -> None:
@@ -171,7 +171,7 @@ def test_a_kill_at_each_step_loses_nothing_and_the_next_run_finishes(
     ended_jobs(store, 16)
     before = count(store, events)
     directory = tmp_path / "archives"
-    cutoff = soon().isoformat()  # type: ignore[attr-defined]
+    cutoff = soon().isoformat()
     env = os.environ | {"OUTCOMES_DATABASE_URL": tiny_url, archive.FAULT_VARIABLE: step}
     command = [sys.executable, "-m", "cli", "archive", "--before", cutoff, "--to", str(directory)]
     killed = subprocess.run(command, env=env, capture_output=True, timeout=120)
@@ -199,3 +199,45 @@ def test_read_models_of_archived_jobs_leave_with_them(store: SqlStore, tmp_path:
     rows = count(store, jobs)
     done = archive.archive(Ledger(store), tmp_path, soon())
     assert count(store, jobs) == rows - done.manifest.counts.jobs
+
+
+TOKEN_INSERT = (
+    "INSERT INTO events (stream_id, stream_version, event_id, type, data, code, actor,"
+    " recorded_at, prev_hash, hash) VALUES (%(stream_id)s, %(stream_version)s, %(event_id)s,"
+    " %(type)s, %(data)s, %(code)s, %(actor)s, %(recorded_at)s, %(prev_hash)s, %(hash)s)"
+)
+
+
+def token_row(token_id: str) -> dict[str, object]:
+    """A token's first event as a writer would insert it (valid hashes)."""
+    import psycopg.types.json
+
+    created = TokenCreated(
+        token_id=token_id, account="acme", role="agent", token_hash="ab" * 32, tools=None
+    )
+    (row,) = event_rows(f"token-{token_id}", [new(created)], 0, None, now())
+    return {**row, "data": psycopg.types.json.Jsonb(row["data"])}
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("tiny_url", ["postgres"], indirect=True)
+def test_a_boundary_crossed_by_commit_order_is_no_clean_cut(store: SqlStore) -> None:
+    """Write position 10 commits after 11 and 12, which are placed before it: the ledger order
+    is not cut clean at 11, and the archive's run goes on to a later boundary that is."""
+    import psycopg
+
+    ended_jobs(store, 3)  # write positions 1..7
+    token_events(store, 1)  # 8, 9
+    dsn = store.engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
+    with psycopg.connect(dsn) as late, psycopg.connect(dsn, autocommit=True) as early:
+        late.execute(TOKEN_INSERT, token_row("late"))  # write position 10, held open
+        for name in ("early-1", "early-2"):  # 11, 12: committed, and placed, first
+            early.execute(TOKEN_INSERT, token_row(name))
+        store.sequence()
+        late.commit()
+    store.sequence()
+    cut = store.cut_at(1, 11)
+    assert not cut.clean and "written at 11" in (cut.reason or "")
+    ended_jobs(store, 10)  # write positions 13..35: 31 is a clean cut between two jobs
+    chosen = archive.plan(Ledger(store), soon())
+    assert [(r.lower, r.upper) for r in chosen.ranges] == [(1, 11), (11, 21), (21, 31)]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -90,5 +90,5 @@ def token_events(store: Store, count: int) -> None:
     store.make_partitions(2)
 
 
-def soon() -> object:
+def soon() -> datetime:
     return now() + timedelta(seconds=5)
