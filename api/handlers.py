@@ -24,6 +24,7 @@ from api.problems import (
     bad_request,
     internal_error,
     invalid_input,
+    job_archived,
     job_not_found,
     malformed_json,
     method_not_allowed,
@@ -39,6 +40,7 @@ from ledger.errors import (
     IdempotencyConflictError,
     InvalidCursorError,
     InvalidEventError,
+    JobArchivedError,
     JobNotFoundError,
     LedgerError,
     NotAuthenticatedError,
@@ -126,6 +128,8 @@ async def _on_ledger(request: Request, exc: Exception) -> Response:
     """The ledger's typed errors, each to its one answer."""
     if isinstance(exc, NotAuthenticatedError):
         return problem_response(unauthorized())
+    if isinstance(exc, JobArchivedError):
+        return problem_response(job_archived(exc.archived_at))
     if isinstance(exc, JobNotFoundError):
         return problem_response(job_not_found())
     if isinstance(exc, NotCancellableError):

@@ -39,7 +39,7 @@ JobId = Annotated[
     "/v1/jobs/{job_id}",
     response_model=JobEnvelope,
     summary="A job's outcome envelope; ?wait=S long-polls to a change (until=terminal: an end)",
-    responses=problems(401, 404, 422, 503),
+    responses=problems(401, 404, 410, 422, 503),
     openapi_extra={"security": [{"bearer": []}]},
 )
 async def read_job(
@@ -87,7 +87,7 @@ async def _envelope(ledger: Ledger, view: JobView) -> Response:
     "/v1/jobs/{job_id}/events",
     response_model=JobEvents,
     summary="The job's events, oldest first",
-    responses=problems(401, 404, 503),
+    responses=problems(401, 404, 410, 503),
 )
 def read_job_events(request: Request, job_id: JobId, caller: Principal) -> Response:
     found = jobs.events(state_of(request).ledger, job_id, caller)

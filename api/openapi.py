@@ -19,6 +19,8 @@ DESCRIPTIONS = {
     403: "The token's role, account or tools do not allow this (ACCESS_DENIED).",
     404: "No such job for this token: unknown ids and other accounts' ids get the same body "
     "(REFERENCE_UNRESOLVED).",
+    410: "This token's job, archived out of the database (`outcomes archive`): the body says "
+    "when; its events are in the archive's files (REFERENCE_UNRESOLVED).",
     409: "Refused and recorded, with its job_id: a brake holds this work (BRAKE_ENGAGED).",
     413: "The request body is larger than the limit (INPUT_INVALID).",
     415: "The request body is not JSON (INPUT_INVALID).",

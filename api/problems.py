@@ -6,6 +6,7 @@ and the ten-key `error` object of the envelope. One builder, so no error answers
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 import orjson
@@ -146,6 +147,20 @@ def job_not_found() -> ApiProblem:
         message="No job with this id is visible to this token.",
     )
     return ApiProblem(404, error)
+
+
+def job_archived(archived_at: datetime) -> ApiProblem:
+    """410: the caller's own job, archived (another account's archived id is the plain 404)."""
+    when = archived_at.isoformat()
+    error = ErrorInfo(
+        code=Code.REFERENCE_UNRESOLVED,
+        dependency="ledger",
+        operation="read the job",
+        fix="ask an operator or auditor for the archive's files (docs/archive.md): "
+        "`outcomes jobs show ID --archive DIR`",
+        message=f"This job was archived at {when}; the ledger's database no longer holds it.",
+    )
+    return ApiProblem(410, error, members={"archived_at": when})
 
 
 def not_cancellable(error: ErrorInfo, job: Mapping[str, Any]) -> ApiProblem:

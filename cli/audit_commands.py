@@ -11,9 +11,10 @@ import click
 import orjson
 
 from cli import verify_output
-from cli.context import with_ledger
+from cli.archive_commands import verify_archive
+from cli.context import ledger_of, with_ledger
 from cli.digest_publishing import parse_every, publish_every, publish_once
-from cli.errors import EXIT_PROBLEM, fail, reports_errors
+from cli.errors import EXIT_PROBLEM, EXIT_USAGE, fail, reports_errors
 from cli.output import emit_json, json_option
 from cli.params import POSITION
 from ledger.clock import utc
@@ -227,17 +228,32 @@ def digest(
     "must be an intact digest (one malformed or altered is an error naming it). DIR must be "
     "out of the ledger writers' reach; each digest costs one read of the events it covers.",
 )
+@click.option(
+    "--archive",
+    "archive_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    metavar="DIR",
+    help="Verify the archives in DIR (`outcomes archive --to DIR`) from their files alone, "
+    "with no database: SHA-256s, every hash, every stream's chain, the ledger-wide chain "
+    "across consecutive archives, counts and the manifests' chain.",
+)
 @json_option
 @reports_errors
-@with_ledger
 def verify(
-    ledger: Ledger, digest_file: Path | None, against_dir: Path | None, as_json: bool
+    digest_file: Path | None, against_dir: Path | None, archive_dir: Path | None, as_json: bool
 ) -> None:
     """Prove the ledger intact: recompute every event's hash and chain link, rebuild every
     read model (jobs, brakes, tokens) in memory from the events and compare it with the
     stored one (nothing is written), and check that the ledger still extends the given
-    digests. Exit 2 with a one-line reason: the first broken position, the digest no longer
-    extended, or the read-model row (table, key, field) that differs."""
+    digests. After an archive, the chains go on from where it ends. Exit 2 with a one-line
+    reason: the first broken position, the digest no longer extended, or the read-model row
+    (table, key, field) that differs."""
+    if archive_dir is not None:
+        if digest_file is not None or against_dir is not None:
+            fail("--archive verifies files alone: not with --digest or --against", EXIT_USAGE)
+        verify_archive(archive_dir, as_json)
+        return
+    ledger = ledger_of(click.get_current_context())
     earlier = Digest.loads(digest_file.read_bytes()) if digest_file else None
     published = audit_service.load_digests(against_dir) if against_dir else []
     total = audit_service.size(ledger)

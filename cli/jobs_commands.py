@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
+from cli.archive_commands import show_archived
 from cli.brake_commands import operator_option
-from cli.context import with_ledger
+from cli.context import ledger_of, with_ledger
 from cli.errors import fail, reports_errors
 from cli.output import emit_json, json_option
 from cli.params import POSITION
@@ -23,13 +26,25 @@ def jobs() -> None:
 
 @jobs.command("show")
 @click.argument("job_id")
+@click.option(
+    "--archive",
+    "archive_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    metavar="DIR",
+    help="Find the job in the archives in DIR (no database): its row and its events.",
+)
 @json_option
 @reports_errors
-@with_ledger
-def show(ledger: Ledger, job_id: str, as_json: bool) -> None:
-    """Show one job's envelope (exactly what `GET /v1/jobs/{id}` returns)."""
-    if job_service.job_key(job_id) is None:
+def show(job_id: str, archive_dir: Path | None, as_json: bool) -> None:
+    """Show one job's envelope (exactly what `GET /v1/jobs/{id}` returns), or, with
+    --archive, the archived job as its archive's files keep it."""
+    key = job_service.job_key(job_id)
+    if key is None:
         fail(f"{job_id!r} is not a job id (a UUID)")
+    if archive_dir is not None:
+        show_archived(archive_dir, str(key), as_json)
+        return
+    ledger = ledger_of(click.get_current_context())
     view = job_service.get(ledger, job_id)
     body = envelope(view, job_service.waiting_of(ledger, view)).model_dump(mode="json")
     if as_json:

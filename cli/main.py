@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from cli.archive_commands import archive
 from cli.audit_commands import audit
 from cli.brake_commands import brake
 from cli.demo import demo
@@ -35,6 +36,7 @@ def cli() -> None:
 cli.add_command(migrate)
 cli.add_command(rebuild)
 cli.add_command(audit)
+cli.add_command(archive)
 cli.add_command(worker)
 cli.add_command(reconcile)
 cli.add_command(brake)

@@ -104,7 +104,8 @@ def reconcile(once: bool, interval: float, as_json: bool) -> None:
         return
     if heartbeat is not None:
         heartbeat.start()
-    sequencer = SequencerLoop(ledger)  # Postgres: ledger order, led by one reconciler
+    # Postgres: ledger order, led by one reconciler, which also makes the partitions ahead.
+    sequencer = SequencerLoop(ledger, partitions_ahead=settings.partitions_ahead)
     sequencer.start()
     relay.start()
     try:

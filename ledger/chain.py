@@ -21,6 +21,7 @@ from typing import Any
 
 import orjson
 
+from ledger.archive import ArchiveBase
 from ledger.clock import format_time
 from ledger.errors import InvalidEventError
 from ledger.events import NewEvent, RecordedEvent
@@ -127,6 +128,10 @@ class ProblemKind(StrEnum):
     UNSEQUENCED = "unsequenced"  # a committed event the sequencer passed has no ledger position
     ORDER_ORPHANED = "order_orphaned"  # a ledger position whose event is gone
     ORDER_DUPLICATED = "order_duplicated"  # an event holds more than one ledger position
+    # Archives (ledger.archive):
+    ARCHIVE_KEPT = "archive_kept"  # the events kept below an archive's end are not those it saw
+    ARCHIVE_FILE = "archive_file"  # an archive's file is missing, altered or not what it says
+    ARCHIVE_MANIFEST = "archive_manifest"  # a manifest that disagrees with its files or the last
 
 
 # What only a digest can reveal (the rest are the chains' own findings).
@@ -183,19 +188,32 @@ def verify_chain(
     links: Iterable[RecordedEvent],
     checkpoint: Checkpoint | None = None,
     dense_from: int | None = None,
+    base: ArchiveBase | None = None,
+    continued: Mapping[str, tuple[int, str]] | None = None,
 ) -> VerifyReport:
     """Check every link in position order; with a checkpoint (from a digest) also check that
     the ledger still extends it: same heads, and nothing added or removed within its span.
-    With `dense_from`, positions from there on must follow each other without a gap."""
+    With `dense_from`, positions from there on must follow each other without a gap.
+
+    After an archive (`base`): the ledger-wide chain and the dense positions go on from the
+    archive's last position and link; the events at or below it are the streams the database
+    kept, whole, checked link by link and against the heads the archive saw. `continued`: the
+    heads of streams whose earlier events are elsewhere (an archive's files, verified alone)."""
     report = VerifyReport()
-    heads: dict[str, tuple[int, str]] = {}
+    heads: dict[str, tuple[int, str]] = dict(continued or {})
     within = 0
-    ledger_hash: str | None = None
+    kept = 0
+    ledger_hash: str | None = base.ledger_hash if base else None
     at_checkpoint: str | None = None
-    previous = 0
+    previous = base.position if base else 0
     for link in links:
         report.events_checked += 1
         _check_link(link, heads.get(link.stream_id), report)
+        if base is not None and link.position <= base.position:
+            kept += 1
+            _check_kept(link, base, report)
+            heads[link.stream_id] = (link.stream_version, link.hash)
+            continue
         _check_ledger_link(link, ledger_hash, report)
         if dense_from is not None and link.position >= dense_from:
             _check_dense(link, max(previous, dense_from - 1), report)
@@ -207,6 +225,8 @@ def verify_chain(
             at_checkpoint = link.ledger_hash
             _check_against_digest(link, checkpoint.heads.get(link.stream_id), report)
     report.streams_checked = len(heads)
+    if base is not None:
+        _check_kept_whole(base, kept, heads, report)
     if checkpoint is not None and checkpoint.ledger_hash not in (None, at_checkpoint):
         report.problems.append(
             Problem(
@@ -244,6 +264,55 @@ def verify_chain(
                     )
                 )
     return report
+
+
+def _check_kept(link: RecordedEvent, base: ArchiveBase, report: VerifyReport) -> None:
+    expected = base.kept_heads.get(link.stream_id)
+    if expected is not None and link.stream_version <= expected[0]:
+        if link.stream_version == expected[0] and link.hash != expected[1]:
+            report.problems.append(_kept_problem(link, "its hash differs from the archive's"))
+        return
+    report.problems.append(_kept_problem(link, "the archive saw no such event below its end"))
+
+
+def _check_kept_whole(
+    base: ArchiveBase, kept: int, heads: Mapping[str, tuple[int, str]], report: VerifyReport
+) -> None:
+    if kept != base.kept_events:
+        report.problems.append(
+            Problem(
+                ProblemKind.ARCHIVE_KEPT,
+                "",
+                0,
+                None,
+                f"positions up to {base.position} (archive {base.archive_id}) hold {kept} "
+                f"events of kept streams; the archive left {base.kept_events}",
+            )
+        )
+    for stream_id, (version, _) in base.kept_heads.items():
+        seen = heads.get(stream_id, (0, ""))[0]
+        if seen < version:
+            report.problems.append(
+                Problem(
+                    ProblemKind.ARCHIVE_KEPT,
+                    stream_id,
+                    version,
+                    None,
+                    f"{stream_id} ends at version {seen}; archive {base.archive_id} saw it at "
+                    f"version {version}",
+                )
+            )
+
+
+def _kept_problem(link: RecordedEvent, what: str) -> Problem:
+    return Problem(
+        ProblemKind.ARCHIVE_KEPT,
+        link.stream_id,
+        link.stream_version,
+        link.position,
+        f"{link.stream_id} v{link.stream_version} (position {link.position}): kept below the "
+        f"newest archive's end, but {what}",
+    )
 
 
 def stream_links(stream: Iterable[RecordedEvent]) -> list[tuple[RecordedEvent, list[Problem]]]:

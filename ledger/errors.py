@@ -17,6 +17,7 @@ driver type.
     ├── StorageError                any other database failure
     │   ├── StorageUnavailableError     unreachable or dropped: safe to retry
     │   ├── ImmutableLedgerError        an UPDATE/DELETE/TRUNCATE of events
+    │   ├── NoPartitionError            a write past the last partition (Postgres)
     │   ├── SchemaMissingError          run `outcomes migrate`
     │   └── SubtreeMissingError         a Merkle subtree hash the stored tree should hold
     ├── RequestError                a caller's request that cannot be honoured
@@ -26,11 +27,15 @@ driver type.
     │   ├── TokenError                  bad account/role, unknown token
     │   ├── NotAuthenticatedError       no valid token
     │   ├── JobNotFoundError            unknown job, or not this caller's
+    │   │   └── JobArchivedError            the caller's job, archived (410)
     │   ├── NotCancellableError         a cancel of a job that already started or ended
     │   ├── NotAnAgentError             a token that may read but not submit jobs
     │   ├── InvalidCursorError          a changes-feed cursor this ledger did not issue
     │   ├── NotASecretError             a place in a job's arguments that holds no secret
     │   └── RateLimitedError            an account submitting faster than its rate
+    ├── ArchiveError                an archive that cannot be made, read or found as asked
+    │   ├── ArchiveRefusedError         nothing may be archived yet (names the job or the cut)
+    │   └── ArchiveUnsupportedError     a store that keeps no archives (memory)
     ├── DigestError                 a digest file that is not one
     ├── ProofError                  a Merkle proof, tree head or frontier that is not one
     ├── SecretUnavailableError      a sealed secret argument this process cannot open
@@ -47,6 +52,7 @@ Outside the tree, because they are not failures of the ledger:
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from ledger.codes import TOOL_FAILURE_CODES, Code
@@ -127,6 +133,11 @@ class ImmutableLedgerError(StorageError):
     """Something tried to update, delete or truncate recorded events."""
 
 
+class NoPartitionError(StorageError):
+    """A write found no partition for its position (Postgres): the partitions ahead of the
+    writers ran out. `outcomes migrate`, or the reconciler's sequencer loop, makes more."""
+
+
 class SchemaMissingError(StorageError):
     """The ledger's tables do not exist: run `outcomes migrate`."""
 
@@ -183,6 +194,18 @@ class JobNotFoundError(RequestError):
     def __init__(self, job_id: str) -> None:
         super().__init__(f"no job {job_id}")
         self.job_id = job_id
+
+
+class JobArchivedError(JobNotFoundError):
+    """The caller's own job, archived out of the database (`outcomes archive`): its events
+    and view are in the archive's files. Another account's archived job is a plain
+    JobNotFoundError, as an unknown id is."""
+
+    def __init__(self, job_id: str, archive_id: int, archived_at: datetime) -> None:
+        super().__init__(job_id)
+        self.args = (f"job {job_id} was archived at {archived_at.isoformat()}",)
+        self.archive_id = archive_id
+        self.archived_at = archived_at
 
 
 class NotCancellableError(RequestError):
@@ -251,6 +274,20 @@ class RateLimitedError(RequestError):
     def __init__(self, error: ErrorInfo) -> None:
         super().__init__(error.message)
         self.error = error
+
+
+class ArchiveError(LedgerError):
+    """An archive that cannot be made, read or found as asked (a file that is not one, a
+    directory with no archive, an archive the database does not know)."""
+
+
+class ArchiveRefusedError(ArchiveError):
+    """Nothing may be archived yet: the message names why (the job not yet terminal, the
+    position where the ledger order is not cut clean, nothing old enough)."""
+
+
+class ArchiveUnsupportedError(ArchiveError):
+    """This store keeps no archives (the memory store: it has nothing to keep)."""
 
 
 class DigestError(LedgerError):

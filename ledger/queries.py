@@ -154,6 +154,9 @@ class SequencerState:
     ticked_at: datetime
     waiting: int  # events committed and not yet sequenced
     lag_s: float  # how long the oldest of them has waited since it was recorded (0: none)
+    # Partitions made above the newest write position (0018): at 0 the next partition's
+    # first write fails (NoPartitionError); the sequencer's leader keeps it at 2 or more.
+    partitions_ahead: int | None = None
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,9 @@ class ReconcilePolicy:
     # A worker that rejected a job's message is sent another after this, doubling each time.
     rejected_backoff_s: float = 2.0
     rejected_backoff_max_s: float = 60.0
+    # Settled webhook deliveries (and their attempts) older than this are pruned, a batch a
+    # pass (OUTCOMES_WEBHOOK_KEEP_DAYS).
+    webhook_keep_s: float = 7 * 86400.0
 
 
 @dataclass(frozen=True)

@@ -177,6 +177,12 @@ def _webhook_hosts() -> frozenset[str]:
     return frozenset(found)
 
 
+def _partition_size() -> int | None:
+    if _raw("OUTCOMES_PARTITION_SIZE") is None:
+        return None
+    return _count("OUTCOMES_PARTITION_SIZE", 1_000_000, 10, 10**12)
+
+
 @dataclass(frozen=True)
 class Settings:
     database_url: str
@@ -211,6 +217,12 @@ class Settings:
     webhook_backoff_max_s: float = 3600.0
     webhook_timeout_s: float = 10.0
     webhook_allow_hosts: frozenset[str] = frozenset()
+    webhook_keep_days: int = 7  # settled deliveries and their attempts kept this long
+    # Partitions (Postgres, docs/archive.md): positions per partition at the ledger's first
+    # migration (later ones apply to the partitions made after), and how many the sequencer's
+    # leader keeps made above the newest write position.
+    partition_size: int | None = None
+    partitions_ahead: int = 2
     # Per-account fairness (docs/fairness.md); 0 turns each off.
     rate_limit_per_s: float = 0.0  # submits per second per account, across the API processes
     rate_limit_burst: int = 0  # the bucket's size (0: one second's worth)
@@ -254,6 +266,9 @@ def load_settings() -> Settings:
         webhook_backoff_max_s=_seconds("OUTCOMES_WEBHOOK_BACKOFF_MAX_S", 3600.0),
         webhook_timeout_s=_seconds("OUTCOMES_WEBHOOK_TIMEOUT_S", 10.0, 300.0),
         webhook_allow_hosts=_webhook_hosts(),
+        webhook_keep_days=_count("OUTCOMES_WEBHOOK_KEEP_DAYS", 7, 1, 3650),
+        partition_size=_partition_size(),
+        partitions_ahead=_count("OUTCOMES_PARTITIONS_AHEAD", 2, 2, 100),
         rate_limit_per_s=_rate("OUTCOMES_RATE_LIMIT_PER_S"),
         rate_limit_burst=_count("OUTCOMES_RATE_LIMIT_BURST", 0, 0, 1_000_000),
         account_concurrency=_count("OUTCOMES_ACCOUNT_CONCURRENCY", 0, 0, 1_000_000),

@@ -76,6 +76,14 @@ def _sequencer(found: counts.LedgerCounts) -> Iterator[Metric]:
     ticks = CounterMetricFamily("outcomes_sequencer_ticks", "Sequencer ticks that gave positions.")
     ticks.add_metric([], state.ticks)
     yield ticks
+    if state.partitions_ahead is not None:
+        ahead = GaugeMetricFamily(
+            "outcomes_partitions_ahead",
+            "Partitions made above the newest write position (0: the next partition's first "
+            "write fails; the reconciler keeps 2 or more).",
+        )
+        ahead.add_metric([], state.partitions_ahead)
+        yield ahead
 
 
 def _jobs(found: counts.LedgerCounts) -> Iterator[Metric]:

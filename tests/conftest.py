@@ -12,6 +12,7 @@ pytest_plugins = [
     "tests.plugins.cli",
     "tests.plugins.client",
     "tests.plugins.process_settings",
+    "tests.plugins.archiving",
 ]
 
 # Helper modules of split test files: their asserts keep pytest's detailed failure messages.

@@ -27,6 +27,7 @@ from ledger.persistence.appends import (
     JobAppend,
     JobAppended,
 )
+from ledger.persistence.archive_contract import ArchiveStore
 from ledger.persistence.fairness_contract import FairnessReads
 from ledger.persistence.outbox_contract import OutboxReads, OutboxWrites
 from ledger.persistence.webhooks_contract import WebhookReads, WebhookWrites
@@ -305,8 +306,9 @@ OnJobs = Callable[[list[str], set[str]], None]
 OnConnect = Callable[[], None]
 
 
-class Store(ABC):
-    """A ledger's storage. Use it as a context manager, or call `close()`."""
+class Store(ArchiveStore, ABC):
+    """A ledger's storage. Use it as a context manager, or call `close()`. Archives and
+    partitions: `ArchiveStore`."""
 
     dialect: str  # "postgresql", "sqlite" or "memory"
 

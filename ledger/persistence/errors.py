@@ -4,6 +4,7 @@ documents), never by the wording of a message."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -20,6 +21,7 @@ from ledger.errors import (
     ImmutableLedgerError,
     InvalidEventError,
     LedgerError,
+    NoPartitionError,
     SchemaMissingError,
     StorageError,
     StorageUnavailableError,
@@ -37,6 +39,12 @@ _CONFLICTS = {
     "uq_events_event_id": "event_id",
     "uq_jobs_account_idempotency_key": "idempotency",
 }
+# Postgres: each partition's unique indexes (migration 0018) keep the rules of the three above
+# within it, named `<partition>_<rule>`.
+_PARTITION_GUARD = re.compile(r"^events_(?:p\d+|kept)_(one_terminal|stream_version|event_id)$")
+_BY_GUARD = {"one_terminal": "terminal", "stream_version": "version", "event_id": "event_id"}
+_PG_CHECK_VIOLATION = "23514"  # also: a row no partition takes
+_PARTITIONED = ("events", "ledger_order")
 # SQLite names the columns of a broken unique constraint, not the constraint: map them back.
 _BY_COLUMNS = {columns: name for name, columns in unique_constraints().items()}
 
@@ -86,6 +94,12 @@ def _postgres(
         return ConfigurationError(text)
     if sqlstate == _PG_UNIQUE_VIOLATION:
         return _conflict(constraint, text, stream_id, event_id)
+    table = getattr(getattr(orig, "diag", None), "table_name", None)
+    if sqlstate == _PG_CHECK_VIOLATION and constraint is None and table in _PARTITIONED:
+        return NoPartitionError(
+            f"{text}: the partitions ahead of the writers ran out; `outcomes migrate` (or a "
+            "running reconciler) makes more"
+        )
     if sqlstate == _PG_UNDEFINED_TABLE:
         return _schema_missing()
     if sqlstate.startswith(_PG_DATA_EXCEPTION):
@@ -114,7 +128,8 @@ def _sqlite(orig: Any, text: str, stream_id: str, event_id: str) -> LedgerError:
 
 
 def _conflict(constraint: str | None, text: str, stream_id: str, event_id: str) -> LedgerError:
-    kind = _CONFLICTS.get(constraint or "")
+    guard = _PARTITION_GUARD.match(constraint or "")
+    kind = _BY_GUARD[guard.group(1)] if guard else _CONFLICTS.get(constraint or "")
     if kind == "terminal":
         return AlreadyTerminalError(stream_id)
     if kind == "version":

@@ -124,3 +124,19 @@ class MemoryWebhookWrites(MemoryWebhookReads):
         before = self.state.claims.pop(key)
         self.undo.append(lambda: self.state.claims.__setitem__(key, before))
         return True
+
+    def prune_deliveries(self, before: datetime, limit: int) -> int:
+        old = [
+            key
+            for key, d in self.state.deliveries.items()
+            if d.state != "pending" and d.created_at < before
+        ][:limit]
+        removed = {key: self.state.deliveries.pop(key) for key in old}
+        self.undo.append(lambda: self.state.deliveries.update(removed))
+        gone = set(old)
+        kept = [a for a in self.state.attempts if (a.webhook_id, a.event_id) not in gone]
+        if len(kept) != len(self.state.attempts):
+            previous = self.state.attempts
+            self.state.attempts = kept
+            self.undo.append(lambda: setattr(self.state, "attempts", previous))
+        return len(old)

@@ -20,7 +20,13 @@ from ledger.privileges import ConnectedRole
 
 # Tables of recorded history: the application reads and appends, never changes or removes.
 APPEND_ONLY_TABLES = ("events", "ledger_meta", "ledger_order")  # each once a migration adds it
-READ_ONLY_TABLES = ("alembic_version",)
+# Alembic's bookkeeping, and what only the owner writes: the partitions' list (the owner's
+# function makes them) and the archives (`outcomes archive`, run by the owner).
+READ_ONLY_TABLES = ("alembic_version", "ledger_partitions", "archives", "archived_jobs")
+# Postgres checks a write through a partitioned table against the parent's privileges alone,
+# so the partitions themselves grant nothing: no row of them is reachable around the parent's
+# append-only rules.
+PARTITIONED_TABLES = ("events", "ledger_order")
 _NEVER_ON_HISTORY = "UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER"
 _NEVER_ON_READ_ONLY = "INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER"
 
@@ -90,6 +96,20 @@ BEGIN
 END $$"""
 
 
+def _revoke_on_partitions(schema: str, role: str) -> str:
+    parents = ", ".join(literal(f"{ident(schema)}.{ident(t)}") for t in PARTITIONED_TABLES)
+    return f"""DO $$
+DECLARE
+    part regclass;
+BEGIN
+    FOR part IN SELECT h.inhrelid::regclass FROM pg_inherits h
+                 WHERE h.inhparent IN (SELECT to_regclass(p) FROM unnest(ARRAY[{parents}]) p)
+    LOOP
+        EXECUTE format('REVOKE ALL ON %s FROM %I, PUBLIC', part, {literal(role)});
+    END LOOP;
+END $$"""
+
+
 def grant_statements(role: str, schema: str) -> list[str]:
     """The statements, in order, that create `role` if missing and grant it what the API,
     workers and reconciler need in `schema` (run as the owner of the ledger's tables)."""
@@ -105,6 +125,7 @@ def grant_statements(role: str, schema: str) -> list[str]:
         f"GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA {where} TO {who}",
         *(_revoke_if_present(t, schema, _NEVER_ON_HISTORY, role) for t in APPEND_ONLY_TABLES),
         *(_revoke_if_present(t, schema, _NEVER_ON_READ_ONLY, role) for t in READ_ONLY_TABLES),
+        _revoke_on_partitions(schema, role),
     ]
 
 

@@ -371,6 +371,53 @@ finding_count_deltas = Table(
     Column("last_at", Time, nullable=False),
 )
 
+# Partitions (migration 0018, Postgres): each range of write positions [lower, upper) that has
+# a partition of `events` and one of `ledger_order` (made ahead by `outcomes_make_partitions`).
+# A range leaves the list when it is archived. On Postgres the three unique indexes of `events`
+# above and `ledger_order`'s primary key are each partition's (PARTITION_GUARDS): a unique index
+# on a partitioned table must hold the partition key (docs/integrity.md).
+ledger_partitions = Table(
+    "ledger_partitions",
+    metadata,
+    Column("lower", BigInteger, primary_key=True, autoincrement=False),
+    Column("upper", BigInteger, nullable=False),
+    Column("created_at", Time, nullable=False),
+)
+PARTITION_GUARDS = frozenset(
+    {"uq_events_stream_version", "uq_events_event_id", "uq_events_one_terminal"}
+)
+PARTITIONED_WITHOUT_PK = frozenset({"ledger_order"})
+
+# Archives (`outcomes archive`, docs/archive.md): each one made, its write and ledger ranges,
+# counts, the ledger-wide hash at its last position and its manifest (`state`: "recorded"
+# once its files are written and checked, "done" once its rows left the database); and each
+# archived job's id, account and archive, which is what a read of it then answers (410).
+# Written by the schema owner only: the application role reads them.
+archives = Table(
+    "archives",
+    metadata,
+    Column("archive_id", Integer, primary_key=True, autoincrement=False),
+    Column("state", String(16), nullable=False),
+    Column("created_at", Time, nullable=False),
+    Column("write_from", BigInteger, nullable=False),
+    Column("write_to", BigInteger, nullable=False),
+    Column("ledger_first", BigInteger, nullable=True),
+    Column("ledger_last", BigInteger, nullable=True),
+    Column("ledger_hash", String(64), nullable=True),
+    Column("events", BigInteger, nullable=False),
+    Column("jobs", BigInteger, nullable=False),
+    Column("manifest_sha256", String(64), nullable=False),
+    Column("manifest", Text, nullable=False),
+)
+archived_jobs = Table(
+    "archived_jobs",
+    metadata,
+    Column("job_id", String(36), primary_key=True),
+    Column("account", String(100), nullable=False),
+    Column("archive_id", Integer, nullable=False),
+    Index("ix_archived_jobs_archive_id", "archive_id"),
+)
+
 # Values made once per ledger at migrate (the request fingerprints' HMAC key).
 ledger_meta = Table(
     "ledger_meta",
@@ -379,11 +426,12 @@ ledger_meta = Table(
     Column("value", Text, nullable=False),
 )
 REQUEST_KEY = "request_key"
+PARTITION_SIZE_KEY = "partition_size"  # positions per partition (migration 0018)
 
 READ_MODEL_TABLES = (jobs, brakes, tokens, webhooks)
 # The revision this code reads and writes: a ledger at an older one is not ready (/readyz) until
 # `outcomes migrate` runs (tests/persistence/test_migrations.py holds it to Alembic's head).
-SCHEMA_REVISION = "0017"
+SCHEMA_REVISION = "0018"
 
 
 def unique_constraints() -> dict[str, tuple[str, ...]]:

@@ -21,7 +21,8 @@ from ledger.queries import OrderProblems, SequencerState
 _SEQUENCER_STATE = text(
     "SELECT a.head, a.tick, a.ticked_at, count(u.event_position) AS waiting,"
     " extract(epoch FROM clock_timestamp() - min(u.recorded_at)) AS lag_s,"
-    " (SELECT s.dense_from FROM ledger_sequencer s WHERE s.id = 1) AS dense_from"
+    " (SELECT s.dense_from FROM ledger_sequencer s WHERE s.id = 1) AS dense_from,"
+    " outcomes_partitions_ahead() AS ahead"
     " FROM outcomes_sequencer_at() a"
     " LEFT JOIN outcomes_unsequenced(a.snapshot, pg_current_snapshot()) u ON true"
     " GROUP BY a.head, a.tick, a.ticked_at"
@@ -67,6 +68,7 @@ class SqlSequencing:
             ticked_at=utc(row.ticked_at),
             waiting=int(row.waiting),
             lag_s=float(row.lag_s or 0.0),
+            partitions_ahead=int(row.ahead),
         )
 
     def order_problems(self) -> OrderProblems | None:

@@ -26,6 +26,7 @@ from sqlalchemy import (
     Engine,
     bindparam,
     delete,
+    exists,
     insert,
     select,
     text,
@@ -36,8 +37,13 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from ledger.chain import event_rows, link_rows
 from ledger.clock import now
-from ledger.errors import ConcurrencyError, SchemaMissingError
-from ledger.events import JobAccepted, NewEvent, RecordedEvent
+from ledger.errors import (
+    AlreadyTerminalError,
+    ConcurrencyError,
+    DuplicateEventError,
+    SchemaMissingError,
+)
+from ledger.events import TERMINAL_EVENT_TYPES, JobAccepted, NewEvent, RecordedEvent
 from ledger.job_view import JobView
 from ledger.persistence import job_batch, privileges
 from ledger.persistence.appends import Appended, JobAppend, JobAppended
@@ -58,6 +64,7 @@ from ledger.persistence.loop_reads import LoopJobReads, job_answer, job_statemen
 from ledger.persistence.projections import Projection, default_projections, rebuild
 from ledger.persistence.schema import REQUEST_KEY, SCHEMA_REVISION, events, leases, ledger_meta
 from ledger.persistence.sequencer_session import SEQUENCE, scalar
+from ledger.persistence.sql_archive import SqlArchives
 from ledger.persistence.sql_counts import compact, recount, recounting
 from ledger.persistence.sql_fairness import take_submit_token
 from ledger.persistence.sql_outbox import SqlOutboxWrites
@@ -73,6 +80,7 @@ if TYPE_CHECKING:
 # pg_advisory_xact_lock key for appends ("outc" "appd"): every append takes it shared, and
 # only a read-model rebuild exclusive (nothing lands half-way through it).
 APPEND_LOCK_KEY = 0x6F757463_61707064 & 0x7FFFFFFFFFFFFFFF
+PARTITIONS_AHEAD = 2  # at migrate (the sequencer's leader keeps OUTCOMES_PARTITIONS_AHEAD)
 
 _HEAD = (
     select(events.c.stream_version, events.c.hash)
@@ -82,6 +90,17 @@ _HEAD = (
 )
 _INSERT = insert(events).returning(
     events.c.position, events.c.ledger_hash, sort_by_parameter_order=True
+)
+# Postgres (0018): the unique indexes that kept one terminal event per job stream and one row
+# per event id are each partition's, so a write checks both across partitions, under the
+# stream's lock, as outcomes_append_jobs does (the indexes stay a guard within a partition).
+_TERMINAL_OR_DUPLICATE = select(
+    exists().where(
+        events.c.stream_id == bindparam("stream_id"),
+        events.c.type.in_(sorted(TERMINAL_EVENT_TYPES)),
+        bindparam("closing"),
+    ),
+    exists().where(events.c.event_id.in_(bindparam("event_ids", expanding=True))),
 )
 _LAST_LEDGER_HASH = select(events.c.ledger_hash).order_by(events.c.position.desc()).limit(1)
 _LOCK = text("SELECT pg_advisory_xact_lock(:k)")
@@ -152,7 +171,9 @@ class SqlWrites(SqlReads, SqlOutboxWrites, SqlWebhookWrites, Writes):
         if expected_version is not None and expected_version != version:
             raise ConcurrencyError(stream_id, expected_version, version)
         rows = event_rows(stream_id, new_events, version, prev_hash, now())
-        if not self._postgres:  # sequenced at write; Postgres's sequencer links after commit
+        if self._postgres:
+            self._check_across_partitions(stream_id, rows)
+        else:  # sequenced at write; Postgres's sequencer links after commit
             with translated(stream_id=stream_id):
                 link_rows(self.conn.execute(_LAST_LEDGER_HASH).scalar(), rows)
         with translated(stream_id=stream_id, event_id=str(new_events[0].event_id)):
@@ -167,6 +188,17 @@ class SqlWrites(SqlReads, SqlOutboxWrites, SqlWebhookWrites, Writes):
                 if projection.handles(recorded[0].type):
                     view = projection.apply(self.conn, recorded) or view
         return Appended(recorded, view)
+
+    def _check_across_partitions(self, stream_id: str, rows: Sequence[dict[str, Any]]) -> None:
+        closing = any(row["type"] in TERMINAL_EVENT_TYPES for row in rows)
+        ids = [row["event_id"] for row in rows]
+        params = {"stream_id": stream_id, "closing": closing, "event_ids": ids}
+        with translated(stream_id=stream_id):
+            terminal, duplicate = self.conn.execute(_TERMINAL_OR_DUPLICATE, params).one()
+        if terminal:
+            raise AlreadyTerminalError(stream_id)
+        if duplicate:
+            raise DuplicateEventError(str(ids[0]))
 
     def jobs_by_id(self, job_ids: Sequence[str]) -> dict[str, JobView]:
         """On Postgres one statement through psycopg, each view parsed once from its text
@@ -253,7 +285,7 @@ class SqlWrites(SqlReads, SqlOutboxWrites, SqlWebhookWrites, Writes):
         return (row_to_event(row) for row in _pages(read, batch))
 
 
-class SqlStore(SqlSequencing, Store):
+class SqlStore(SqlSequencing, SqlArchives, Store):
     def __init__(self, engine: Engine, projections: Sequence[Projection] | None = None) -> None:
         self.engine = engine
         self.dialect = engine.dialect.name
@@ -424,6 +456,7 @@ class SqlStore(SqlSequencing, Store):
 
         before = migrate.current_revision(self.engine)
         migrate.upgrade(self.engine)
+        self.make_partitions(PARTITIONS_AHEAD)  # the writers' room, made before they need it
         return before, migrate.current_revision(self.engine)
 
     def connected_role(self) -> ConnectedRole | None:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, func, insert, or_, select, tuple_, update
+from sqlalchemy import Connection, delete, func, insert, or_, select, tuple_, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from ledger.clock import utc
@@ -242,3 +242,21 @@ class SqlWebhookWrites(SqlWebhookReads):
             .values(**values)
         )
         return bool(done.rowcount)
+
+    def prune_deliveries(self, before: datetime, limit: int) -> int:
+        old = self.conn.execute(
+            select(webhook_deliveries.c.webhook_id, webhook_deliveries.c.event_id)
+            .where(
+                webhook_deliveries.c.state != "pending",
+                webhook_deliveries.c.created_at < before,
+            )
+            .limit(limit)
+        ).all()
+        if not old:
+            return 0
+        keys = [tuple(row) for row in old]
+        attempts = tuple_(webhook_attempts.c.webhook_id, webhook_attempts.c.event_id)
+        self.conn.execute(delete(webhook_attempts).where(attempts.in_(keys)))
+        deliveries = tuple_(webhook_deliveries.c.webhook_id, webhook_deliveries.c.event_id)
+        self.conn.execute(delete(webhook_deliveries).where(deliveries.in_(keys)))
+        return len(keys)

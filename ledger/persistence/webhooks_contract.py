@@ -71,3 +71,9 @@ class WebhookWrites(ABC):
         """Record the attempt, and, if `attempt.relay` still holds the delivery's claim,
         settle the delivery as `settled` and release the claim; False when it no longer
         held it (its claim expired and another relay took it: the attempt is still kept)."""
+
+    @abstractmethod
+    def prune_deliveries(self, before: datetime, limit: int) -> int:
+        """Forget at most `limit` settled deliveries (delivered or failed) created before
+        `before`, with their attempts (OUTCOMES_WEBHOOK_KEEP_DAYS); how many. Pending ones
+        stay, whatever their age: they are still being tried."""

@@ -102,7 +102,8 @@ def verify(
 ) -> VerifyReport:
     """Recompute every hash and link; with a digest, prove the ledger still extends it."""
     found = every_event(ledger, progress)
-    report = verify_chain(found, digest.checkpoint if digest else None, _dense_from(ledger))
+    checkpoint = digest.checkpoint if digest else None
+    report = verify_chain(found, checkpoint, _dense_from(ledger), ledger.store.archive_base())
     return _with_order_findings(ledger, report)
 
 
@@ -150,12 +151,14 @@ def verify_all(
     """`verify`, and the read models rebuilt in memory from the same events and compared with
     the stored ones, and each published digest checked, all in one snapshot of the ledger."""
     dense_from = _dense_from(ledger)
+    archived = ledger.store.archive_base()
     with ledger.store.snapshot() as reads:
         replay = Replay()
         found = _pages(reads, page)
         counted = _counting(found, progress) if progress is not None else found
         checkpoint = digest.checkpoint if digest else None
-        chain = verify_chain(replay.watch(counted), checkpoint, dense_from)
+        # After an archive, the chains go on from where it ends (ledger.archive.ArchiveBase).
+        chain = verify_chain(replay.watch(counted), checkpoint, dense_from, archived)
         read_models = replay.compare(lambda model: _stored_rows(reads, model, page))
         digests = [_check_digest(reads, source, d, page) for source, d in against]
     return Verification(_with_order_findings(ledger, chain), read_models, digests)

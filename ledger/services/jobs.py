@@ -17,7 +17,7 @@ from ledger.access import DETAIL_ROLES, hash_token, may_see
 from ledger.chain import stream_links
 from ledger.clock import now
 from ledger.cursor import cursor_key, issue_cursor, position_of
-from ledger.errors import JobNotFoundError, NotAuthenticatedError
+from ledger.errors import JobArchivedError, JobNotFoundError, NotAuthenticatedError
 from ledger.events import job_stream
 from ledger.job_view import JobView, Waiting
 from ledger.persistence.base import Listener, LoopReads, OnConnect, OnJobs
@@ -43,7 +43,7 @@ def get(ledger: Ledger, job_id: str, caller: TokenView | None = None) -> JobView
     if key is None:
         raise JobNotFoundError(job_id)
     view, _ = ledger.store.read_job(key)
-    return _visible(caller, view, job_id)
+    return _visible(caller, view, job_id, ledger)
 
 
 def get_as(ledger: Ledger, token: str, job_id: str) -> tuple[TokenView, JobView]:
@@ -52,7 +52,7 @@ def get_as(ledger: Ledger, token: str, job_id: str) -> tuple[TokenView, JobView]
     with ledger.store.quick_read() as reads:
         found, view = reads.token_and_job(hash_token(token), job_key(job_id) or "")
     caller = admit(found)
-    return caller, _visible(caller, view, job_id)
+    return caller, _visible(caller, view, job_id, ledger)
 
 
 def get_admitted(
@@ -64,6 +64,8 @@ def get_admitted(
     at the cost of one round trip in all."""
     caller = admitted.admit(token)
     view, stands = ledger.store.read_job(job_key(job_id) or "", caller.token_id)
+    if view is None and stands:  # (a miss only: the hot path takes no extra read)
+        raise not_found(ledger, caller, job_id)
     return caller, _standing(admitted, token, caller, view, stands, job_id)
 
 
@@ -81,6 +83,8 @@ async def get_admitted_on_loop(
     if reads is None or caller is None:
         return await in_thread(get_admitted, ledger, admitted, token, job_id)
     view, stands = await reads.read_job(job_key(job_id) or "", caller.token_id)
+    if view is None and stands:
+        raise await in_thread(not_found, ledger, caller, job_id)
     return caller, _standing(admitted, token, caller, view, stands, job_id)
 
 
@@ -92,6 +96,8 @@ async def get_on_loop(
     if reads is None or key is None:
         return await in_thread(get, ledger, job_id, caller)
     view, _ = await reads.read_job(key)
+    if view is None:
+        raise await in_thread(not_found, ledger, caller, job_id)
     return _visible(caller, view, job_id)
 
 
@@ -119,19 +125,34 @@ def waiting_of(ledger: Ledger, view: JobView) -> Waiting | None:
     return queueing.waiting(view, dispatch, now())
 
 
-def _visible(caller: TokenView | None, view: JobView | None, job_id: str) -> JobView:
+def _visible(
+    caller: TokenView | None, view: JobView | None, job_id: str, ledger: Ledger | None = None
+) -> JobView:
+    if view is None and ledger is not None:
+        raise not_found(ledger, caller, job_id)
     if view is None or (caller is not None and not may_see(caller.account, view.account)):
         raise JobNotFoundError(job_id)
     return view
+
+
+def not_found(ledger: Ledger, caller: TokenView | None, job_id: str) -> JobNotFoundError:
+    """Why a job is not in the database: archived (JobArchivedError, for a caller who may see
+    its account: `archived_jobs` keeps each archived job's account for that), or unknown and
+    another account's alike (JobNotFoundError)."""
+    key = job_key(job_id)
+    archived = ledger.store.archived_job(key) if key else None
+    if archived is not None and (caller is None or may_see(caller.account, archived.account)):
+        return JobArchivedError(job_id, archived.archive_id, archived.archived_at)
+    return JobNotFoundError(job_id)
 
 
 def events(ledger: Ledger, job_id: str, caller: TokenView | None = None) -> list[dict[str, Any]]:
     """The job's events, oldest first, as its own page shows them."""
     key = job_key(job_id)
     recorded = ledger.store.read_stream(job_stream(key)) if key else []
-    if not recorded or (
-        caller is not None and not may_see(caller.account, str(recorded[0].data.get("account")))
-    ):
+    if not recorded:
+        raise not_found(ledger, caller, job_id)
+    if caller is not None and not may_see(caller.account, str(recorded[0].data.get("account"))):
         raise JobNotFoundError(job_id)
     staff = caller is None or caller.role in DETAIL_ROLES
     return [job_event(event, staff=staff) for event in recorded]
@@ -183,7 +204,7 @@ def timeline(ledger: Ledger, job_id: str, caller: TokenView) -> tuple[JobView, l
     if key is None:
         raise JobNotFoundError(job_id)
     with ledger.store.reading() as reads:
-        view = _visible(caller, reads.job(key), job_id)
+        view = _visible(caller, reads.job(key), job_id, ledger)
         recorded = reads.read_stream(job_stream(key))
     hashes = caller.role == "auditor"  # the hashes cover the stored arguments: a guessing oracle
     return view, [

@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from ledger import event_log
 from ledger.clock import now
@@ -36,6 +36,7 @@ ACTOR = event_log.FINDER  # the kept counts of findings count its events
 INTERVAL_S = 5.0  # between passes, wherever the loop runs
 RELAY_EVERY_S = 1.0  # between relays, within the loop's interval
 PRUNE_LIMIT = 20_000  # outbox records of finished jobs forgotten per pass
+WEBHOOK_PRUNE_LIMIT = 5_000  # settled webhook deliveries forgotten per pass (with attempts)
 
 
 @dataclass
@@ -48,6 +49,7 @@ class Pass:
     dispatch_failures: int = 0  # messages the broker did not confirm (the outbox tries again)
     relayed: int = 0  # unconfirmed jobs this pass published
     queue_lost: str | None = None  # the epoch whose marker this pass found gone
+    webhooks_pruned: int = 0  # settled webhook deliveries past OUTCOMES_WEBHOOK_KEEP_DAYS
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -57,11 +59,15 @@ class Pass:
             "dispatch_failures": self.dispatch_failures,
             "relayed": self.relayed,
             "queue_lost": self.queue_lost,
+            "webhooks_pruned": self.webhooks_pruned,
         }
 
 
 def policy_from(settings: Settings) -> ReconcilePolicy:
-    return ReconcilePolicy(relay_after_s=settings.dispatch_timeout_s)
+    return ReconcilePolicy(
+        relay_after_s=settings.dispatch_timeout_s,
+        webhook_keep_s=settings.webhook_keep_days * 86400.0,
+    )
 
 
 def reconcile_once(
@@ -98,6 +104,10 @@ def reconcile_once(
     # The kept counts' deltas folded (Postgres; the sequencer's leader does it every second:
     # this covers a deployment that runs passes from beat alone).
     ledger.store.compact_counts()
+    with ledger.store.transaction() as tx:  # and the webhook deliveries past their keeping
+        result.webhooks_pruned = tx.prune_deliveries(
+            moment - timedelta(seconds=policy.webhook_keep_s), WEBHOOK_PRUNE_LIMIT
+        )
     return result
 
 

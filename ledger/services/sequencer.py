@@ -34,15 +34,25 @@ BUSY_TICK_S = 0.005
 # BUSY_TICK_S, not IDLE_WAIT_S; an idle ledger's ticks stay 20 a second.
 BUSY_SPELL_S = 1.0
 FOLLOW_S = 1.0  # how often a follower bids for the lead
+# How often the leader makes the partitions ahead of the writers (Postgres, docs/archive.md):
+# a partition holds OUTCOMES_PARTITION_SIZE positions, so this is far more often than needed.
+PARTITIONS_EVERY_S = 10.0
 RETRY_S = 1.0  # after a failure (the database away)
 COMPACT_EVERY_S = 1.0  # how often the leader folds the kept counts' deltas
 
 
 class SequencerLoop:
     def __init__(
-        self, ledger: Ledger, *, idle_wait_s: float = IDLE_WAIT_S, busy_tick_s: float = BUSY_TICK_S
+        self,
+        ledger: Ledger,
+        *,
+        idle_wait_s: float = IDLE_WAIT_S,
+        busy_tick_s: float = BUSY_TICK_S,
+        partitions_ahead: int = 2,
     ) -> None:
         self.ledger = ledger
+        self.partitions_ahead = partitions_ahead
+        self._partitioned_at = float("-inf")
         self.idle_wait_s = idle_wait_s
         self.busy_tick_s = busy_tick_s
         self._found_at = float("-inf")  # when a tick last found events
@@ -88,6 +98,15 @@ class SequencerLoop:
         except StorageError as exc:
             log.warning("sequencer: the counts' deltas were not folded now: %s", exc)
 
+    def _make_partitions(self) -> None:
+        try:
+            made = self.ledger.store.make_partitions(self.partitions_ahead)
+        except StorageError as exc:  # (a lock held long by an archive): the next call makes them
+            log.warning("sequencer: partitions ahead not made: %s", exc)
+            return
+        if made:
+            log.info("sequencer: made %d partitions ahead of the writers", made)
+
     def _step(self, leader: SequencerLeader) -> None:
         if not leader.lead():
             self.stopped.wait(FOLLOW_S)
@@ -96,6 +115,9 @@ class SequencerLoop:
         if began - self._compacted_at >= COMPACT_EVERY_S:
             self._compacted_at = began
             self._compact()
+        if began - self._partitioned_at >= PARTITIONS_EVERY_S:
+            self._partitioned_at = began
+            self._make_partitions()
         found = leader.tick()
         if found > 0:
             self._found_at = began

@@ -28,7 +28,12 @@ from ledger.events import NewEvent, TokenCreated
 from ledger.persistence import migrate
 from ledger.persistence.engine import make_engine
 from ledger.persistence.projections import default_projections
-from ledger.persistence.schema import events, metadata
+from ledger.persistence.schema import (
+    PARTITION_GUARDS,
+    PARTITIONED_WITHOUT_PK,
+    events,
+    metadata,
+)
 from ledger.persistence.sql_store import SqlStore
 from tests.databases import create_database, drop_database, pg_url, require_postgres, unique_name
 
@@ -46,6 +51,9 @@ PRIMARY_KEYS = frozenset(str(table.primary_key.name) for table in KEYED.values()
 # filled by its default and read by the sequencer only (migration 0014).
 POSTGRES_ONLY_COLUMNS = {("events", "txid")}
 POSTGRES_ONLY_INDEXES = {"ix_events_txid"}
+# Postgres partitions `events` and `ledger_order` (0018): the declared unique indexes that do
+# not hold the partition key are each partition's own (their guards), not the parent's.
+SQLITE_ONLY_INDEXES = PARTITION_GUARDS
 EXPECTED_TRIGGERS = {
     "postgresql": {"events_no_update_delete", "events_no_truncate", "events_findings_counted"},
     "sqlite": {"events_no_update", "events_no_delete", "events_findings_counted"},
@@ -86,13 +94,41 @@ def migrated_engine(empty_engine: Engine) -> Engine:
 
 
 def table_names(engine: Engine) -> set[str]:
+    """The tables, partitions left out (they are the partitioned tables' own)."""
     with engine.connect() as conn:
-        return set(inspect(conn).get_table_names())
+        return set(inspect(conn).get_table_names()) - partition_names(conn)
+
+
+def partition_names(conn: Connection) -> set[str]:
+    if conn.dialect.name != "postgresql":
+        return set()
+    query = "SELECT c.relname FROM pg_class c WHERE c.relispartition"
+    return {row[0] for row in conn.execute(text(query))}
+
+
+def declared_indexes(conn: Connection) -> list[Index]:
+    if conn.dialect.name != "postgresql":
+        return DECLARED_INDEXES
+    return [index for index in DECLARED_INDEXES if index.name not in SQLITE_ONLY_INDEXES]
 
 
 def schema_diff(engine: Engine) -> list[Any]:
     """Alembic's autogenerate diff between the database and the declared metadata."""
     with engine.connect() as conn:
+        partitions = partition_names(conn)
+        postgres = conn.dialect.name == "postgresql"
+
+        def _declared_or_compared(
+            item: Any, name: str | None, kind: str, reflected: bool, compare_to: Any
+        ) -> bool:
+            if kind == "table" and name in partitions:
+                return False
+            if postgres and kind == "index" and name in SQLITE_ONLY_INDEXES:
+                return False
+            if kind == "column" and (item.table.name, name) in POSTGRES_ONLY_COLUMNS:
+                return False
+            return not (kind == "index" and name in POSTGRES_ONLY_INDEXES)
+
         context = MigrationContext.configure(
             conn,
             opts={
@@ -102,14 +138,6 @@ def schema_diff(engine: Engine) -> list[Any]:
             },
         )
         return list(compare_metadata(context, metadata))
-
-
-def _declared_or_compared(
-    item: Any, name: str | None, kind: str, reflected: bool, compare_to: Any
-) -> bool:
-    if kind == "column" and (item.table.name, name) in POSTGRES_ONLY_COLUMNS:
-        return False
-    return not (kind == "index" and name in POSTGRES_ONLY_INDEXES)
 
 
 def squash(sql: str) -> str:
@@ -148,7 +176,7 @@ def declared_index_definitions(conn: Connection) -> dict[str, str]:
     `type IN (...)` to `= ANY (ARRAY[...])`; SQLite keeps the statement's text)."""
     savepoint = conn.begin_nested()
     try:
-        for index in DECLARED_INDEXES:
+        for index in declared_indexes(conn):
             conn.execute(DropIndex(index, if_exists=True))
             conn.execute(CreateIndex(index))
         return index_definitions(conn)
@@ -230,18 +258,22 @@ def test_upgrade_builds_exactly_the_declared_tables(migrated_engine: Engine) -> 
 
 
 def test_indexes_match_the_declared_metadata(migrated_engine: Engine) -> None:
-    declared_names = {str(index.name) for index in DECLARED_INDEXES}
     with migrated_engine.connect() as conn, conn.begin():
+        declared_names = {str(index.name) for index in declared_indexes(conn)}
         migrated = index_definitions(conn)
         inspector = inspect(conn)
         if conn.dialect.name == "postgresql":
-            # Postgres lists the primary keys' indexes too, under the constraints' names.
-            assert set(migrated) == declared_names | PRIMARY_KEYS
+            # Postgres lists the primary keys' indexes too, under the constraints' names;
+            # a partitioned table's key must hold the partition key, which ledger_order's
+            # position does not: its partitions keep it unique each (0018).
+            without = {f"pk_{name}" for name in PARTITIONED_WITHOUT_PK}
+            assert set(migrated) == declared_names | (PRIMARY_KEYS - without)
             for name, declared in KEYED.items():
-                assert inspector.get_pk_constraint(name)["name"] == declared.primary_key.name
+                expected = None if name in PARTITIONED_WITHOUT_PK else declared.primary_key.name
+                assert inspector.get_pk_constraint(name)["name"] == expected
         else:
             assert set(migrated) == declared_names
-        for index in DECLARED_INDEXES:
+        for index in declared_indexes(conn):
             table = index.table
             assert table is not None
             reflected = {ix["name"]: ix for ix in inspector.get_indexes(table.name)}
@@ -413,3 +445,54 @@ def test_0009_changes_only_the_idempotency_lookup_and_downgrades_to_0008s_functi
     migrate.downgrade(empty_engine, "0008")
     with empty_engine.connect() as conn:
         assert append_function_and_chain_trigger(conn) == before
+
+
+PARTITION_GUARDS_OF = (
+    "SELECT c.relname, i.relname, ix.indisunique FROM pg_inherits h"
+    " JOIN pg_class c ON c.oid = h.inhrelid JOIN pg_class p ON p.oid = h.inhparent"
+    " JOIN pg_index ix ON ix.indrelid = c.oid JOIN pg_class i ON i.oid = ix.indexrelid"
+    " WHERE p.relname = :parent"
+)
+
+
+@pytest.mark.parametrize("empty_engine", POSTGRES_ONLY, indirect=True)
+def test_each_partition_keeps_the_unique_rules_the_parent_cannot(empty_engine: Engine) -> None:
+    """0018: a unique index on a partitioned table must hold the partition key, so the stream
+    version, event id and one-terminal rules are each partition's unique indexes (and
+    ledger_order's position); the parents keep the rest, and partitions are made ahead."""
+    migrate.upgrade(empty_engine)
+    with empty_engine.connect() as conn:
+        for parent, rules in (
+            ("events", {"stream_version", "event_id", "one_terminal"}),
+            ("ledger_order", {"position"}),
+        ):
+            found: dict[str, set[str]] = {}
+            rows = conn.execute(text(PARTITION_GUARDS_OF), {"parent": parent})
+            for table, index, unique in rows:
+                own = index.startswith(f"{table}_") and not index.endswith(("_pkey", "_idx"))
+                if unique and own:  # (the parents' own indexes' copies end so)
+                    found.setdefault(table, set()).add(index.removeprefix(f"{table}_"))
+            assert found and all(kept == rules for kept in found.values()), found
+        ahead = conn.execute(text("SELECT outcomes_partitions_ahead()")).scalar_one()
+    assert ahead >= 2
+
+
+@pytest.mark.parametrize("empty_engine", POSTGRES_ONLY, indirect=True)
+def test_0018_moves_a_recorded_ledger_into_partitions(empty_engine: Engine) -> None:
+    """A ledger recorded before 0018 keeps every event, position and link, and verifies."""
+    migrate.upgrade(empty_engine, "0017")
+    store = SqlStore(empty_engine, default_projections())
+    for i in range(5):
+        store.append(f"token-old-{i}", [_token_event(f"old-{i}")], 0)
+    before = list(store.iter_events())
+    migrate.upgrade(empty_engine)
+    after = list(store.iter_events())
+    assert after == before
+    store.append("token-new", [_token_event("t-new")], 0)
+    recorded = list(store.iter_events())
+    assert len(recorded) == 6 and verify_chain(recorded).ok
+    with empty_engine.connect() as conn:
+        where = conn.execute(text("SELECT DISTINCT tableoid::regclass::text FROM events"))
+        assert {row[0] for row in where} == {"events_p1"}
+    migrate.downgrade(empty_engine, "0017")
+    assert list(store.iter_events()) == recorded

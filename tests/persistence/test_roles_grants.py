@@ -56,6 +56,11 @@ EXPECTED = {
     "webhook_attempts_attempt_id_seq": {"USAGE", "SELECT"},
     "events_position_seq": {"USAGE", "SELECT"},
     "outcomes_append_jobs(jsonb)": {"EXECUTE"},
+    # Written by the owner alone (0018): the partitions' list and the archives.
+    "ledger_partitions": {"SELECT"},
+    "archives": {"SELECT"},
+    "archived_jobs": {"SELECT"},
+    "outcomes_make_partitions(integer)": {"EXECUTE"},
 }
 TABLE_PRIVILEGES = ("SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE", "REFERENCES", "TRIGGER")
 SEQUENCE_PRIVILEGES = ("USAGE", "SELECT", "UPDATE")
@@ -63,7 +68,16 @@ SEQUENCE_PRIVILEGES = ("USAGE", "SELECT", "UPDATE")
 _PRIVILEGES = """
 SELECT c.relname, c.relkind, coalesce(c.relacl::text, '')
   FROM pg_class c
- WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind IN ('r', 'S')
+ WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind IN ('r', 'p', 'S')
+   AND NOT c.relispartition
+"""
+# The partitions of `events` and `ledger_order` (0018): nothing, writes go through the parents.
+_PARTITION_PRIVILEGES = """
+SELECT c.relname FROM pg_class c WHERE c.relispartition
+   AND (has_table_privilege(%(role)s, c.oid, 'SELECT') OR has_table_privilege(%(role)s, c.oid,
+        'INSERT') OR has_table_privilege(%(role)s, c.oid, 'UPDATE')
+        OR has_table_privilege(%(role)s, c.oid, 'DELETE')
+        OR has_table_privilege(%(role)s, c.oid, 'TRUNCATE'))
 """
 
 
@@ -75,7 +89,7 @@ def privileges(url_or_name: str, role: str = APP_ROLE) -> dict[str, object]:
         for relname, kind, acl in conn.execute(_PRIVILEGES):
             check, wanted = (
                 ("has_table_privilege", TABLE_PRIVILEGES)
-                if kind == "r"
+                if kind in ("r", "p")
                 else ("has_sequence_privilege", SEQUENCE_PRIVILEGES)
             )
             held = {
@@ -94,6 +108,14 @@ def privileges(url_or_name: str, role: str = APP_ROLE) -> dict[str, object]:
             (role,),
         ).fetchone()
         found["outcomes_append_jobs(jsonb)"] = {"EXECUTE"} if row == (True,) else set()
+        row = conn.execute(
+            "SELECT has_function_privilege(%s, 'outcomes_make_partitions(integer)', 'EXECUTE')",
+            (role,),
+        ).fetchone()
+        found["outcomes_make_partitions(integer)"] = {"EXECUTE"} if row == (True,) else set()
+        reachable = [r[0] for r in conn.execute(_PARTITION_PRIVILEGES, {"role": role})]
+        if reachable:
+            found["partitions reachable"] = reachable
     return found
 
 

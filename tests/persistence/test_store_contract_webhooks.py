@@ -103,3 +103,28 @@ def test_deliveries_are_recorded_once_and_claimed_by_one_claimer(any_store: Stor
         assert tx.claim_deliveries(T0 + timedelta(seconds=4), lease, "relay-c", 10) == []
         again = tx.claim_deliveries(retry_at, lease + timedelta(1), "relay-c", 10)
     assert [d.event_id for d in again] == ["e2"]
+
+
+def test_settled_deliveries_older_than_the_keeping_are_pruned_with_their_attempts(
+    any_store: Store,
+) -> None:
+    """OUTCOMES_WEBHOOK_KEEP_DAYS: settled deliveries (and attempts) created before the cutoff
+    go, a batch at a time; pending ones and newer ones stay."""
+    hook(any_store, "h1")
+    newer = NewDelivery("h1", "e4", "job-e4", 4, "{}", T0 + timedelta(days=8))
+    with any_store.transaction() as tx:
+        tx.add_deliveries([delivery("h1", f"e{i}", i) for i in (1, 2, 3)] + [newer])
+        claimed = tx.claim_deliveries(T0 + timedelta(days=9), T0 + timedelta(days=10), "r", 10)
+        assert len(claimed) == 4
+        for event_id, settled in (("e1", "delivered"), ("e2", "failed"), ("e4", "delivered")):
+            tx.finish_attempt(attempt(event_id, "r", 204), Settled(settled, None))  # type: ignore[arg-type]
+    cutoff = T0 + timedelta(days=7)
+    with any_store.transaction() as tx:
+        assert tx.prune_deliveries(cutoff, 1) == 1  # bounded: one batch
+    with any_store.transaction() as tx:
+        assert tx.prune_deliveries(cutoff, 10) == 1
+        assert tx.prune_deliveries(cutoff, 10) == 0
+    with any_store.reading() as reads:
+        left = {d.event_id: d.state for d in reads.deliveries("h1", 10)}
+        assert left == {"e3": "pending", "e4": "delivered"}  # pending stays, newer stays
+        assert [a.event_id for a in reads.delivery_attempts("h1", ["e1", "e2", "e4"])] == ["e4"]

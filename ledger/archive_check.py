@@ -1,0 +1,224 @@
+"""Verify archives from their files alone, with no database (`outcomes audit verify --archive`).
+
+For each archive in a folder, in order: every file is there, with the SHA-256 and the row count
+the manifest gives; every event's hash is recomputed, every stream's chain followed (the job
+streams from their first event, the kept streams from the heads the archive started from), the
+ledger-wide chain followed from the link before the archive's first position to its last, which
+must be the manifest's; the counts are the manifest's; the kept streams' heads at the end are
+its checkpoints; and each manifest names the one before it by its SHA-256, continuing its
+positions and its chain. The events of an archive are read file by file, batch by batch, merged
+in ledger order: memory grows with the streams of one archive, not with the events.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ledger.archive import ArchiveBase, Manifest, is_job_stream
+from ledger.archive_files import (
+    JOBS_FILE,
+    archive_folders,
+    read_events,
+    read_rows,
+    rows_in,
+    sha256_of,
+)
+from ledger.chain import Problem, ProblemKind, VerifyReport, verify_chain
+from ledger.errors import ArchiveError
+from ledger.events import RecordedEvent
+
+Progress = Callable[[int], None]
+
+
+@dataclass
+class ArchiveCheck:
+    """What verifying one archive's files found."""
+
+    folder: Path
+    manifest: Manifest
+    report: VerifyReport = field(default_factory=VerifyReport)
+
+    @property
+    def ok(self) -> bool:
+        return self.report.ok
+
+
+def verify_archives(
+    directory: Path, progress: Progress | None = None, only: int | None = None
+) -> list[ArchiveCheck]:
+    """Every archive in `directory` (or archive `only`), in order, each against the one
+    before it."""
+    checks: list[ArchiveCheck] = []
+    before: tuple[Manifest, str] | None = None
+    for folder, manifest, sha in archive_folders(directory):
+        if only is not None and manifest.archive_id != only:
+            before = (manifest, sha)
+            continue
+        check = ArchiveCheck(folder, manifest)
+        _check_previous(manifest, before, check.report)
+        if _check_files(folder, manifest, check.report):
+            _check_events(folder, manifest, check.report, progress)
+            _check_jobs(folder, manifest, check.report)
+        checks.append(check)
+        before = (manifest, sha)
+    return checks
+
+
+def total_events(directory: Path) -> int:
+    """How many events the archives hold (for a progress bar)."""
+    return sum(m.counts.events for _, m, _ in archive_folders(directory))
+
+
+def _check_previous(
+    manifest: Manifest, before: tuple[Manifest, str] | None, report: VerifyReport
+) -> None:
+    previous = manifest.previous
+    if before is None:
+        if previous is not None:  # not a failure: a folder may hold the newer archives only
+            return
+        if manifest.ledger_hash_before is not None:
+            _manifest(report, "it names no previous archive, yet its chain starts mid-ledger")
+        return
+    earlier, sha = before
+    if previous is None or previous.manifest_sha256 != sha:
+        _manifest(
+            report,
+            f"it does not name archive {earlier.archive_id}'s manifest by its SHA-256: a "
+            "manifest was altered or replaced",
+        )
+    if manifest.write_from != earlier.write_to:
+        _manifest(
+            report,
+            f"its write positions start at {manifest.write_from}, not at "
+            f"{earlier.write_to} where archive {earlier.archive_id}'s end",
+        )
+    if manifest.ledger_hash_before != earlier.ledger_hash_last:
+        _manifest(report, f"its chain does not go on from archive {earlier.archive_id}'s last link")
+    if earlier.checkpoints != manifest.streams_before:
+        _manifest(report, f"its kept streams do not go on from archive {earlier.archive_id}'s")
+
+
+def _check_files(folder: Path, manifest: Manifest, report: VerifyReport) -> bool:
+    """Each file's SHA-256 and rows; False when one cannot be read at all."""
+    readable = True
+    for entry in manifest.files:
+        path = folder / entry.name
+        if not path.is_file():
+            _file(report, f"{entry.name} is missing")
+            readable = False
+            continue
+        if sha256_of(path) != entry.sha256:
+            _file(report, f"{entry.name}: its SHA-256 is not the manifest's (the file changed)")
+        try:
+            rows = rows_in(path)
+        except ArchiveError as exc:
+            _file(report, str(exc))
+            readable = False
+            continue
+        if rows != entry.rows:
+            _file(report, f"{entry.name} holds {rows} rows; the manifest says {entry.rows}")
+    return readable
+
+
+def _check_events(
+    folder: Path, manifest: Manifest, report: VerifyReport, progress: Progress | None
+) -> None:
+    sources = [read_events(folder / f.name) for f in manifest.files if f.kind == "events"]
+    merged = heapq.merge(*sources, key=lambda event: event.position)
+    seen = _Seen()
+    start = ArchiveBase(
+        archive_id=manifest.archive_id - 1,
+        position=(manifest.ledger_first or 1) - 1,
+        ledger_hash=manifest.ledger_hash_before,
+        write_to=manifest.write_from,
+        kept_events=0,
+    )
+    continued = {s: (h.version, h.hash) for s, h in manifest.streams_before.items()}
+    try:
+        found = verify_chain(
+            seen.watch(merged, progress),
+            dense_from=manifest.dense_from,
+            base=start,
+            continued=continued,
+        )
+    except ArchiveError as exc:
+        _file(report, str(exc))
+        return
+    report.events_checked += found.events_checked
+    report.streams_checked += found.streams_checked
+    report.problems.extend(found.problems)
+    counts = manifest.counts
+    for what, got, want in (
+        ("events", seen.events, counts.events),
+        ("job events", seen.job_events, counts.job_events),
+        ("kept events", seen.events - seen.job_events, counts.kept_events),
+    ):
+        if got != want:
+            _manifest(report, f"the files hold {got} {what}; the manifest says {want}")
+    if seen.last is not None and (
+        seen.last.position != manifest.ledger_last
+        or seen.last.ledger_hash != manifest.ledger_hash_last
+    ):
+        _manifest(report, "the last event is not the one the manifest ends at")
+    kept = dict(continued) | seen.kept_heads
+    expected = manifest.kept_heads()
+    if kept != expected:
+        _manifest(report, "the kept streams' heads at the end are not the manifest's checkpoints")
+
+
+def _check_jobs(folder: Path, manifest: Manifest, report: VerifyReport) -> None:
+    if not any(f.name == JOBS_FILE for f in manifest.files):
+        return
+    statuses: Counter[str] = Counter()
+    try:
+        for row in read_rows(folder / JOBS_FILE, columns=["status", "terminal"]):
+            statuses[str(row["status"])] += 1
+            if not row["terminal"]:
+                _manifest(report, "the jobs file holds a job that had not ended")
+    except ArchiveError as exc:
+        _file(report, str(exc))
+        return
+    if sum(statuses.values()) != manifest.counts.jobs:
+        _manifest(
+            report,
+            f"the jobs file holds {sum(statuses.values())} jobs; the manifest "
+            f"says {manifest.counts.jobs}",
+        )
+    if dict(statuses) != manifest.counts.jobs_by_status:
+        _manifest(report, "the jobs file's statuses are not the manifest's counts")
+
+
+class _Seen:
+    """Counts and heads gathered while the chain is verified (one pass over the events)."""
+
+    def __init__(self) -> None:
+        self.events = 0
+        self.job_events = 0
+        self.last: RecordedEvent | None = None
+        self.kept_heads: dict[str, tuple[int, str]] = {}
+
+    def watch(
+        self, events: Iterator[RecordedEvent], progress: Progress | None
+    ) -> Iterator[RecordedEvent]:
+        for event in events:
+            self.events += 1
+            if is_job_stream(event.stream_id):
+                self.job_events += 1
+            else:
+                self.kept_heads[event.stream_id] = (event.stream_version, event.hash)
+            self.last = event
+            if progress is not None:
+                progress(1)
+            yield event
+
+
+def _manifest(report: VerifyReport, message: str) -> None:
+    report.problems.append(Problem(ProblemKind.ARCHIVE_MANIFEST, "", 0, None, message))
+
+
+def _file(report: VerifyReport, message: str) -> None:
+    report.problems.append(Problem(ProblemKind.ARCHIVE_FILE, "", 0, None, message))

@@ -1,0 +1,215 @@
+"""Recording and finishing an archive in the SQL store, once its files are written and read
+back (`ledger.services.archive` calls these in that order, and never before).
+
+- `record_archive`: one transaction: the archive's row (RECORDED) and its jobs' ids and
+  accounts (`archived_jobs`), listed from the jobs whose last event was written in its range.
+- `finish_archive`: one transaction. The ledger must still be what the archive holds (its
+  range's events and order rows counted again, its end still a clean cut, no event written
+  since for one of its jobs); then the job streams' events of the range leave, the other
+  streams' stay, the jobs' read-model rows go, and the archive is DONE. On Postgres the range's
+  partitions are detached and dropped, and the kept streams' rows below the archive's end are
+  moved into one partition, `events_kept` (`ledger_order_kept`), which replaces the one an
+  earlier archive left: writers and readers wait for this transaction (a lock on the parents),
+  which costs a copy of the kept rows and a delete of the jobs' rows. On SQLite the job
+  streams' rows are deleted, the append-only trigger dropped and made again around it, inside
+  the same transaction: no one else ever sees the ledger without it.
+A crash anywhere leaves the transaction undone: the rows, the files, or both, never neither.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import Connection, Engine, text
+
+from ledger.archive import DONE, RECORDED, ArchiveRecord
+from ledger.errors import ArchiveRefusedError
+from ledger.persistence.errors import translated
+from ledger.persistence.schema import archives
+
+_COLUMNS = (
+    "position, stream_id, stream_version, event_id, type, data, code, actor, recorded_at, "
+    "prev_hash, hash, ledger_hash, txid"
+)
+_LIST_JOBS = text(
+    "INSERT INTO archived_jobs (job_id, account, archive_id)"
+    " SELECT j.job_id, j.account, :id FROM jobs j"
+    " WHERE j.ledger_position >= :lo AND j.ledger_position < :hi"
+)
+# A job of the archive that moved since it was planned (a late outcome): the read model says.
+_MOVED = text(
+    "SELECT a.job_id FROM archived_jobs a LEFT JOIN jobs j ON j.job_id = a.job_id"
+    " WHERE a.archive_id = :id AND (j.job_id IS NULL OR NOT j.terminal OR j.ledger_position >= :hi)"
+    " LIMIT 1"
+)
+# … and, under the lock, from the events written since that check.
+_WRITTEN_SINCE = text(
+    "SELECT substr(e.stream_id, 5) FROM events e WHERE e.position > :since"
+    " AND e.stream_id LIKE 'job-%' AND EXISTS (SELECT 1 FROM archived_jobs a"
+    "  WHERE a.job_id = substr(e.stream_id, 5) AND a.archive_id = :id) LIMIT 1"
+)
+_COUNT_EVENTS = text("SELECT count(*) FROM events e WHERE e.position >= :lo AND e.position < :hi")
+_COUNT_ORDER = text(
+    "SELECT count(*), max(o.position) FROM ledger_order o"
+    " WHERE o.event_position >= :lo AND o.event_position < :hi"
+)
+_CROSSING = text(
+    "SELECT 1 FROM ledger_order o WHERE o.event_position >= :hi AND o.position < :last LIMIT 1"
+)
+_WRITTEN = text("SELECT outcomes_written_position()")
+_DROP_JOBS = text(
+    "DELETE FROM jobs WHERE job_id IN"
+    " (SELECT a.job_id FROM archived_jobs a WHERE a.archive_id = :id)"
+)
+_DONE = text("UPDATE archives SET state = :done WHERE archive_id = :id")
+_PARTITIONS = text(
+    "SELECT p.lower FROM ledger_partitions p WHERE p.lower >= :lo AND p.upper <= :hi"
+    " ORDER BY p.lower"
+)
+_KEPT_EXISTS = text("SELECT to_regclass('events_kept') IS NOT NULL")
+_SQLITE_TRIGGER = text("SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = :name")
+
+
+class SqlArchiveSwap:
+    engine: Engine
+    dialect: str
+
+    def record_archive(self, record: ArchiveRecord) -> int:
+        values = {
+            "archive_id": record.archive_id,
+            "state": RECORDED,
+            "created_at": record.created_at,
+            "write_from": record.write_from,
+            "write_to": record.write_to,
+            "ledger_first": record.ledger_first,
+            "ledger_last": record.ledger_last,
+            "ledger_hash": record.ledger_hash,
+            "events": record.events,
+            "jobs": record.jobs,
+            "manifest_sha256": record.manifest_sha256,
+            "manifest": record.manifest.decode(),
+        }
+        range_ = {"id": record.archive_id, "lo": record.write_from, "hi": record.write_to}
+        with translated(), self.engine.begin() as conn:
+            conn.execute(archives.insert().values(**values))
+            return int(conn.execute(_LIST_JOBS, range_).rowcount)
+
+    def abandon_archive(self, archive_id: int) -> None:
+        with translated(), self.engine.begin() as conn:
+            conn.execute(
+                text("DELETE FROM archived_jobs WHERE archive_id = :id"), {"id": archive_id}
+            )
+            conn.execute(
+                text("DELETE FROM archives WHERE archive_id = :id AND state = :recorded"),
+                {"id": archive_id, "recorded": RECORDED},
+            )
+
+    def finish_archive(self, record: ArchiveRecord) -> None:
+        params = {"id": record.archive_id, "lo": record.write_from, "hi": record.write_to}
+        postgres = self.dialect == "postgresql"
+        since = 0
+        if postgres:  # before the lock: the long check, with nothing waiting behind it
+            with translated(), self.engine.begin() as conn:
+                since = int(conn.execute(_WRITTEN).scalar_one())
+                _refuse_if_moved(conn, params)
+        with translated(), self.engine.begin() as conn:
+            if postgres:
+                conn.execute(text("SET LOCAL lock_timeout = '60s'"))
+                conn.execute(text("LOCK TABLE events, ledger_order IN ACCESS EXCLUSIVE MODE"))
+                moved = conn.execute(_WRITTEN_SINCE, {"since": since, "id": record.archive_id})
+                _refuse(moved.scalar(), "an event was written for it since the check")
+            else:
+                _refuse_if_moved(conn, params)
+            _check_unchanged(conn, record, postgres)
+            if postgres:
+                _swap_partitions(conn, record)
+            else:
+                _delete_job_rows(conn, record)
+            conn.execute(_DROP_JOBS, {"id": record.archive_id})
+            conn.execute(_DONE, {"id": record.archive_id, "done": DONE})
+
+
+def _refuse_if_moved(conn: Connection, params: dict[str, int]) -> None:
+    _refuse(conn.execute(_MOVED, params).scalar(), "it changed since it was planned")
+
+
+def _refuse(job_id: object, why: str) -> None:
+    if job_id is not None:
+        raise ArchiveRefusedError(
+            f"job {job_id} of the archive has not ended in its range ({why}): nothing was "
+            "removed; run the archive again"
+        )
+
+
+def _check_unchanged(conn: Connection, record: ArchiveRecord, postgres: bool) -> None:
+    range_ = {"lo": record.write_from, "hi": record.write_to}
+    count = int(conn.execute(_COUNT_EVENTS, range_).scalar_one())
+    changed = count != record.events
+    if postgres:
+        ordered, last = conn.execute(_COUNT_ORDER, range_).one()
+        changed = changed or ordered != count or last != record.ledger_last
+        if not changed and last is not None:
+            crossing = conn.execute(_CROSSING, range_ | {"last": last}).first()
+            changed = crossing is not None
+    if changed:
+        raise ArchiveRefusedError(
+            f"the ledger's rows in write positions [{record.write_from}, {record.write_to}) are "
+            f"not what archive {record.archive_id} holds any more: nothing was removed"
+        )
+
+
+def _swap_partitions(conn: Connection, record: ArchiveRecord) -> None:
+    hi = record.write_to
+    lowers = [
+        int(lo) for lo in conn.execute(_PARTITIONS, {"lo": record.write_from, "hi": hi}).scalars()
+    ]
+    had_kept = bool(conn.execute(_KEPT_EXISTS).scalar_one())
+    # The kept streams' rows below the new end: those an earlier archive kept, and this range's.
+    conn.execute(text("CREATE TABLE events_kept_new (LIKE events INCLUDING CONSTRAINTS)"))
+    conn.execute(
+        text(
+            f"INSERT INTO events_kept_new ({_COLUMNS}) SELECT {_COLUMNS} FROM events"
+            " WHERE position < :hi AND stream_id NOT LIKE 'job-%' ORDER BY position"
+        ),
+        {"hi": hi},
+    )
+    conn.execute(
+        text("CREATE TABLE ledger_order_kept_new (LIKE ledger_order INCLUDING CONSTRAINTS)")
+    )
+    conn.execute(
+        text(
+            "INSERT INTO ledger_order_kept_new"
+            " (position, event_position, ledger_hash, sequenced_at)"
+            " SELECT o.position, o.event_position, o.ledger_hash, o.sequenced_at"
+            " FROM ledger_order o JOIN events_kept_new k ON k.position = o.event_position"
+            " ORDER BY o.position"
+        )
+    )
+    gone = [f"p{lo}" for lo in lowers] + (["kept"] if had_kept else [])
+    for suffix in gone:
+        for parent in ("events", "ledger_order"):
+            conn.execute(text(f"ALTER TABLE {parent} DETACH PARTITION {parent}_{suffix}"))
+            conn.execute(text(f"DROP TABLE {parent}_{suffix}"))
+    for parent in ("events", "ledger_order"):
+        conn.execute(text(f"ALTER TABLE {parent}_kept_new RENAME TO {parent}_kept"))
+        conn.execute(text("SELECT outcomes_partition_guards(:t)"), {"t": f"{parent}_kept"})
+        conn.execute(
+            text(
+                f"ALTER TABLE {parent} ATTACH PARTITION {parent}_kept FOR VALUES FROM (1) TO ({hi})"
+            )
+        )
+    conn.execute(
+        text("DELETE FROM ledger_partitions WHERE lower >= :lo AND upper <= :hi"),
+        {"lo": record.write_from, "hi": hi},
+    )
+
+
+def _delete_job_rows(conn: Connection, record: ArchiveRecord) -> None:
+    name = "events_no_delete"
+    trigger = conn.execute(_SQLITE_TRIGGER, {"name": name}).scalar_one()
+    conn.execute(text(f"DROP TRIGGER {name}"))
+    conn.execute(
+        text(
+            "DELETE FROM events WHERE position >= :lo AND position < :hi AND stream_id LIKE 'job-%'"
+        ),
+        {"lo": record.write_from, "hi": record.write_to},
+    )
+    conn.execute(text(trigger))  # the refusal again, as its migration made it, before commit

@@ -1,0 +1,376 @@
+"""`outcomes archive`: the oldest ranges of the ledger leave the database, still verifiable, as
+open files (docs/archive.md).
+
+In this order, each step only once the one before it is durable:
+1. plan: the longest run of the oldest ranges (partitions) that are old enough, whose job
+   streams have all ended with every event inside the run, and that ends at a clean cut (what
+   they hold is a prefix of the ledger order); a range before which the run must stop is named
+   with its reason (the job not ended, the cut);
+2. write the files under temporary names, flush, rename (`ledger.archive_files`); read them back
+   and compare every row with the database, and verify them as an auditor would;
+3. record the archive in the database (its manifest, its jobs);
+4. finish: in one transaction, the job streams' rows leave, the archive is done.
+A crash at any step leaves the rows, the files or both; the next run finishes a recorded
+archive (after reading its files back again) or plans again from the start.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from itertools import zip_longest
+from pathlib import Path
+
+from ledger import archive_files
+from ledger.archive import (
+    DONE,
+    RECORDED,
+    ArchiveBase,
+    ArchiveCounts,
+    ArchiveFile,
+    ArchiveRange,
+    ArchiveRecord,
+    Manifest,
+    PreviousArchive,
+    StreamHead,
+    archive_folder_name,
+    is_job_stream,
+)
+from ledger.archive_check import ArchiveCheck, verify_archives
+from ledger.clock import now
+from ledger.errors import ArchiveError, ArchiveRefusedError
+from ledger.events import TERMINAL_EVENT_TYPES, RecordedEvent
+from ledger.services.ledger import Ledger
+
+Progress = Callable[[int], None]
+# A test's way to kill the process at a step (files, recorded), as a crash would.
+FAULT_VARIABLE = "OUTCOMES_ARCHIVE_FAULT"
+
+
+@dataclass(frozen=True)
+class Plan:
+    ranges: list[ArchiveRange]
+    ledger_last: int | None
+    stopped: str | None  # why the run stops before the next range (None: nothing more to take)
+
+    @property
+    def write_from(self) -> int:
+        return self.ranges[0].lower
+
+    @property
+    def write_to(self) -> int:
+        return self.ranges[-1].upper
+
+
+@dataclass
+class ArchiveResult:
+    record: ArchiveRecord
+    folder: Path
+    manifest: Manifest
+    resumed: bool = False
+    stopped: str | None = None
+    checks: list[ArchiveCheck] = field(default_factory=list)
+
+
+def plan(ledger: Ledger, before: datetime) -> Plan:
+    """What an archive of everything recorded before `before` would take now."""
+    store = ledger.store
+    store.sequence()  # what committed before is placed, so a cut's cleanliness is known
+    ranges = store.archive_ranges()
+    taken: list[ArchiveRange] = []
+    chosen = 0
+    last: int | None = None
+    spill = 0
+    stopped: str | None = None
+    for lower, upper in ranges:
+        facts = store.range_facts(lower, upper)
+        where = f"write positions [{lower}, {upper})"
+        if facts.newest is not None and facts.newest >= before:
+            stopped = f"{where} hold events recorded at or after {before.isoformat()}"
+            break
+        jobs = store.range_jobs(lower, upper)
+        if jobs.open_job is not None:
+            stopped = f"{where} hold job {jobs.open_job}, which has not ended"
+            break
+        taken.append(facts)
+        spill = max(spill, jobs.last_write or 0)
+        cut = store.cut_at(taken[0].lower, upper)
+        if cut.unsequenced:
+            stopped = f"{cut.unsequenced} events of {where} have no ledger position yet"
+            break
+        if not cut.clean:
+            stopped = f"the ledger order is not cut clean at {upper}: {cut.reason}"
+            continue  # the next range may end at a clean cut
+        if spill >= upper:
+            stopped = f"job {jobs.last_job} has events written at or after {upper}"
+            continue
+        chosen, last, stopped = len(taken), cut.ledger_last, None
+    if not chosen:
+        raise ArchiveRefusedError(
+            f"nothing can be archived: {stopped or 'no range of the ledger is full yet'}"
+        )
+    return Plan(taken[:chosen], last, stopped)
+
+
+def archive(
+    ledger: Ledger, directory: Path, before: datetime, progress: Progress | None = None
+) -> ArchiveResult:
+    """Archive what `plan` takes into a new folder of `directory`, or finish an archive a
+    crash left recorded. ArchiveRefusedError when nothing can be archived."""
+    store = ledger.store
+    role = store.connected_role()
+    if role is not None and not role.can_rewrite_history:
+        raise ArchiveRefusedError(
+            f"connected as {role.name!r}: an archive removes rows of the recorded history, "
+            "which only the schema's owner may; run `outcomes archive` as the owner"
+        )
+    records = store.archive_records()
+    pending = [r for r in records if r.state == RECORDED]
+    if pending:
+        resumed = _resume(ledger, directory, pending[0], progress)
+        if resumed is not None:
+            return resumed
+        records = store.archive_records()
+    done = [r for r in records if r.state == DONE]
+    chosen = plan(ledger, before)
+    folder = directory / archive_folder_name((done[-1].archive_id if done else 0) + 1)
+    folder.mkdir(parents=True, exist_ok=True)
+    manifest = _write(ledger, folder, chosen, done[-1] if done else None, progress)
+    raw = manifest.dumps()
+    sha = archive_files.write_manifest(folder, manifest)
+    checks = _read_back(ledger, directory, folder, manifest)
+    _fault("files")
+    record = ArchiveRecord(
+        archive_id=manifest.archive_id,
+        state=RECORDED,
+        created_at=manifest.created_at,
+        write_from=manifest.write_from,
+        write_to=manifest.write_to,
+        ledger_first=manifest.ledger_first,
+        ledger_last=manifest.ledger_last,
+        ledger_hash=manifest.ledger_hash_last,
+        events=manifest.counts.events,
+        jobs=manifest.counts.jobs,
+        manifest_sha256=sha,
+        manifest=raw,
+    )
+    listed = store.record_archive(record)
+    if listed != manifest.counts.jobs:
+        store.abandon_archive(record.archive_id)
+        raise ArchiveError(
+            f"the database listed {listed} jobs for archive {record.archive_id}; its files "
+            f"hold {manifest.counts.jobs}: nothing was removed"
+        )
+    _fault("recorded")
+    store.finish_archive(record)
+    return ArchiveResult(record, folder, manifest, stopped=chosen.stopped, checks=checks)
+
+
+def _resume(
+    ledger: Ledger, directory: Path, record: ArchiveRecord, progress: Progress | None
+) -> ArchiveResult | None:
+    """Finish an archive recorded before a crash, once its files read back whole again;
+    files that do not: the archive is abandoned (None), and planned anew."""
+    folder = directory / archive_folder_name(record.archive_id)
+    manifest = record.parsed()
+    try:
+        on_disk = archive_files.sha256_of(folder / "manifest.json")
+        if on_disk != record.manifest_sha256:
+            raise ArchiveError(f"{folder} holds another manifest than the recorded one")
+        checks = _read_back(ledger, directory, folder, manifest)
+    except (ArchiveError, OSError):
+        ledger.store.abandon_archive(record.archive_id)
+        return None
+    if progress is not None:
+        progress(manifest.counts.events)
+    ledger.store.finish_archive(record)
+    return ArchiveResult(record, folder, manifest, resumed=True, checks=checks)
+
+
+def _write(
+    ledger: Ledger,
+    folder: Path,
+    chosen: Plan,
+    previous: ArchiveRecord | None,
+    progress: Progress | None,
+) -> Manifest:
+    store = ledger.store
+    before = previous.parsed() if previous is not None else None
+    tally = _Tally(dict(before.checkpoints) if before else {})
+    files: list[ArchiveFile] = []
+    for part in chosen.ranges:
+        name = archive_files.events_file_name(part.lower, part.upper)
+        rows = archive_files.write_rows(
+            folder / name,
+            archive_files.EVENT_SCHEMA,
+            (
+                archive_files.event_row(e)
+                for e in tally.watch(store.archive_events(part.lower, part.upper), progress)
+            ),
+        )
+        sha = archive_files.sha256_of(folder / name)
+        files.append(
+            ArchiveFile(
+                name=name,
+                kind="events",
+                rows=rows,
+                sha256=sha,
+                write_from=part.lower,
+                write_to=part.upper,
+            )
+        )
+    if tally.open_jobs:  # the read model said ended; the events say otherwise
+        raise ArchiveRefusedError(
+            f"job {min(tally.open_jobs).removeprefix('job-')} has no terminal event in write "
+            f"positions [{chosen.write_from}, {chosen.write_to}): nothing was archived"
+        )
+    statuses: Counter[str] = Counter()
+
+    def job_rows() -> Iterator[dict[str, object]]:
+        for row in store.archive_jobs(chosen.write_from, chosen.write_to):
+            statuses[str(row["status"])] += 1
+            yield archive_files.job_row(row)
+
+    path = folder / archive_files.JOBS_FILE
+    jobs = archive_files.write_rows(path, archive_files.JOB_SCHEMA, job_rows())
+    files.append(
+        ArchiveFile(name=path.name, kind="jobs", rows=jobs, sha256=archive_files.sha256_of(path))
+    )
+    state = store.sequencer_state()
+    return Manifest(
+        archive_id=(previous.archive_id if previous else 0) + 1,
+        created_at=now(),
+        previous=PreviousArchive(
+            archive_id=previous.archive_id, manifest_sha256=previous.manifest_sha256
+        )
+        if previous
+        else None,
+        write_from=chosen.write_from,
+        write_to=chosen.write_to,
+        ledger_first=tally.first,
+        ledger_last=tally.last.position if tally.last else None,
+        ledger_hash_before=before.ledger_hash_last if before else None,
+        ledger_hash_last=tally.last.ledger_hash if tally.last else None,
+        dense_from=state.dense_from if state is not None else None,
+        counts=ArchiveCounts(
+            events=tally.events,
+            job_events=tally.job_events,
+            kept_events=tally.events - tally.job_events,
+            kept_total=(before.counts.kept_total if before else 0)
+            + tally.events
+            - tally.job_events,
+            jobs=jobs,
+            jobs_by_status=dict(sorted(statuses.items())),
+        ),
+        streams_before=dict(before.checkpoints) if before else {},
+        checkpoints=tally.heads,
+        files=files,
+    )
+
+
+class _Tally:
+    """What the manifest says of the events, gathered as they are written."""
+
+    def __init__(self, heads: dict[str, StreamHead]) -> None:
+        self.heads = heads
+        self.events = 0
+        self.job_events = 0
+        self.first: int | None = None
+        self.last: RecordedEvent | None = None
+        self.open_jobs: set[str] = set()  # job streams seen without their terminal event
+
+    def watch(
+        self, found: Iterator[RecordedEvent], progress: Progress | None
+    ) -> Iterator[RecordedEvent]:
+        for event in found:
+            self.events += 1
+            if is_job_stream(event.stream_id):
+                self.job_events += 1
+                if event.stream_version == 1:
+                    self.open_jobs.add(event.stream_id)
+                if event.type in TERMINAL_EVENT_TYPES:
+                    self.open_jobs.discard(event.stream_id)
+            else:
+                self.heads[event.stream_id] = StreamHead(
+                    version=event.stream_version, hash=event.hash
+                )
+            if self.first is None or event.position < self.first:
+                self.first = event.position
+            if self.last is None or event.position > self.last.position:
+                self.last = event
+            if progress is not None:
+                progress(1)
+            yield event
+
+
+def _read_back(
+    ledger: Ledger, directory: Path, folder: Path, manifest: Manifest
+) -> list[ArchiveCheck]:
+    """Every row of the files against the database, then the files verified as an auditor
+    would (hashes, chains, counts, SHA-256s): ArchiveError naming the first difference."""
+    store = ledger.store
+    for entry in manifest.files:
+        if entry.kind != "events" or entry.write_from is None or entry.write_to is None:
+            continue
+        stored = store.archive_events(entry.write_from, entry.write_to)
+        written = archive_files.read_events(folder / entry.name)
+        for in_file, in_db in zip_longest(written, stored):
+            if in_file != in_db:
+                where = in_db.position if in_db is not None else "the end"
+                raise ArchiveError(
+                    f"{entry.name} differs from the database at ledger position {where}"
+                )
+    checks = verify_archives(directory, only=manifest.archive_id)
+    broken = [p for c in checks for p in c.report.problems]
+    if broken:
+        raise ArchiveError(f"{folder.name} does not verify: {broken[0].message}")
+    return checks
+
+
+def _fault(step: str) -> None:
+    if os.environ.get(FAULT_VARIABLE) == step:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+# --- reading archives ----------------------------------------------------------------------
+
+
+def verify_files(directory: Path, progress: Progress | None = None) -> list[ArchiveCheck]:
+    """Every archive in `directory`, from its files alone (no database)."""
+    return verify_archives(directory, progress)
+
+
+def total_events(directory: Path) -> int:
+    from ledger.archive_check import total_events as counted
+
+    return counted(directory)
+
+
+@dataclass(frozen=True)
+class FoundJob:
+    archive_id: int
+    folder: Path
+    row: dict[str, object]
+    events: list[RecordedEvent]
+
+
+def find_job(directory: Path, job_id: str) -> FoundJob:
+    """An archived job's read-model row and events, from the files of `directory`."""
+    for folder, manifest, _ in archive_files.archive_folders(directory):
+        row = archive_files.find_job(folder, job_id)
+        if row is not None:
+            found = archive_files.stream_events(folder, manifest, f"job-{job_id}")
+            return FoundJob(manifest.archive_id, folder, row, found)
+    raise ArchiveError(f"no archive in {directory} holds job {job_id}")
+
+
+def base(ledger: Ledger) -> ArchiveBase | None:
+    return ledger.store.archive_base()
+
+
+def records(ledger: Ledger) -> list[ArchiveRecord]:
+    return ledger.store.archive_records()
