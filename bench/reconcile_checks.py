@@ -101,7 +101,8 @@ def check_streams(store: SqlStore, job_ids: Sequence[str] | None, check: Check) 
     folded: dict[str, Any] = {}
     for event in recorded:
         if projection.handles(event.type):
-            projection.fold_into(folded, event)
+            key = projection.key(event)
+            folded[key] = projection.fold(folded.get(key), event)
     query = select(*jobs.c)
     if job_ids is not None:
         query = query.where(jobs.c.job_id.in_(list(job_ids)))

@@ -19,9 +19,11 @@ from cli.output import emit_json, json_option
 from cli.params import POSITION
 from ledger.clock import utc
 from ledger.digest import Digest
+from ledger.errors import StorageError
 from ledger.public import public_event
 from ledger.queries import EventFilter
 from ledger.services import audit as audit_service
+from ledger.services import verifications, verify_passes
 from ledger.services.ledger import Ledger
 
 output_option = click.option(
@@ -202,14 +204,14 @@ def digest(
         else:
             publish_every(ledger, to, period, as_json)
         return
-    taken = audit_service.take_digest(ledger)
+    # Streamed from the store to the file (or stdout): the heads are never all in memory.
     if output is None:
-        click.echo(taken.dumps().decode())
-    else:
-        output.write_bytes(taken.dumps())
-        click.echo(
-            f"digest of {taken.events} events in {len(taken.heads)} streams → {output}", err=True
-        )
+        audit_service.write_digest(ledger, sys.stdout.buffer)
+        click.echo()
+        return
+    with output.open("wb") as out:
+        taken = audit_service.write_digest(ledger, out)
+    click.echo(f"digest of {taken.events} events in {taken.streams} streams → {output}", err=True)
 
 
 @audit.command()
@@ -237,17 +239,30 @@ def digest(
     "with no database: SHA-256s, every hash, every stream's chain, the ledger-wide chain "
     "across consecutive archives, counts and the manifests' chain.",
 )
+@click.option(
+    "--by",
+    "verified_by",
+    metavar="NAME",
+    help="Who verifies, as the recorded verification names them (default: the OS user and "
+    "host, user@host).",
+)
 @json_option
 @reports_errors
 def verify(
-    digest_file: Path | None, against_dir: Path | None, archive_dir: Path | None, as_json: bool
+    digest_file: Path | None,
+    against_dir: Path | None,
+    archive_dir: Path | None,
+    verified_by: str | None,
+    as_json: bool,
 ) -> None:
-    """Prove the ledger intact: recompute every event's hash and chain link, rebuild every
-    read model (jobs, brakes, tokens) in memory from the events and compare it with the
-    stored one (nothing is written), and check that the ledger still extends the given
-    digests. After an archive, the chains go on from where it ends. Exit 2 with a one-line
-    reason: the first broken position, the digest no longer extended, or the read-model row
-    (table, key, field) that differs."""
+    """Prove the ledger intact: recompute every event's hash and chain link, fold every read
+    model (jobs, brakes, tokens, webhooks) from the events and compare it with the stored one
+    (nothing is written), and check that the ledger still extends the given digests. Two
+    passes over the events (ledger order, stream order), in memory that does not grow with
+    the ledger. After an archive, the chains go on from where it ends. The result is
+    recorded: the console, `outcomes status` and /metrics show the last one. Exit 2 with a
+    one-line reason: the first broken position, the digest no longer extended, or the
+    read-model row (table, key, field) that differs."""
     if archive_dir is not None:
         if digest_file is not None or against_dir is not None:
             fail("--archive verifies files alone: not with --digest or --against", EXIT_USAGE)
@@ -256,10 +271,15 @@ def verify(
     ledger = ledger_of(click.get_current_context())
     earlier = Digest.loads(digest_file.read_bytes()) if digest_file else None
     published = audit_service.load_digests(against_dir) if against_dir else []
-    total = audit_service.size(ledger)
+    total = audit_service.size(ledger) * verify_passes.passes(len(published))
     # Progress goes to stderr so that stdout stays clean for --json.
     with click.progressbar(length=total, label="verifying", file=sys.stderr) as bar:
         found = audit_service.verify_all(ledger, earlier, published, progress=bar.update)
+    with_digest = earlier is not None or bool(published)
+    try:
+        verifications.record(ledger, found, verified_by, with_digest)
+    except StorageError as exc:  # a role that may only read: the verification still stands
+        click.echo(f"outcomes: the result was not recorded: {exc}", err=True)
     if as_json:
         emit_json(verify_output.to_json(found))
     else:

@@ -13,7 +13,7 @@ import click
 from cli.errors import EXIT_USAGE, fail
 from cli.output import emit_json
 from cli.stopping import stop_on_signals
-from ledger.digest import Digest
+from ledger.digest_writer import DigestSummary
 from ledger.errors import LedgerError
 from ledger.services import audit as audit_service
 from ledger.services.ledger import Ledger
@@ -59,17 +59,8 @@ def publish_every(ledger: Ledger, directory: Path, every_s: float, as_json: bool
                 click.echo(f"outcomes: digest not published: {exc}; retrying", err=True)
 
 
-def show(path: Path, taken: Digest, as_json: bool) -> None:
+def show(path: Path, taken: DigestSummary, as_json: bool) -> None:
     if as_json:
-        emit_json(
-            {
-                "file": str(path),
-                "created_at": taken.to_json()["created_at"],
-                "position": taken.position,
-                "events": taken.events,
-                "streams": len(taken.heads),
-                "root": taken.root,
-            }
-        )
+        emit_json({"file": str(path), **taken.to_json()})
     else:
-        click.echo(f"digest of {taken.events} events in {len(taken.heads)} streams → {path}")
+        click.echo(f"digest of {taken.events} events in {taken.streams} streams → {path}")

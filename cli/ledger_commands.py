@@ -8,9 +8,10 @@ import sys
 import click
 
 from cli.context import with_ledger
-from cli.errors import reports_errors
+from cli.errors import EXIT_PROBLEM, fail, reports_errors
 from cli.output import emit_json, json_option
 from ledger.services import admin, audit
+from ledger.services import rebuild as rebuild_service
 from ledger.services.ledger import Ledger
 
 
@@ -84,18 +85,43 @@ def _password(variable: str | None, app_role: str | None) -> str | None:
 
 
 @click.command()
+@click.option(
+    "--restart",
+    is_flag=True,
+    help="Begin again from the first stream, even if a rebuild stopped part way (by default "
+    "it resumes after the last page it committed).",
+)
+@click.option(
+    "--page",
+    type=click.IntRange(1, 10_000),
+    default=rebuild_service.PAGE,
+    show_default=True,
+    help="Streams a page: each page is one transaction holding its streams' locks, so a "
+    "smaller page makes a write to one of them wait less, and the rebuild take longer.",
+)
 @json_option
 @reports_errors
 @with_ledger
-def rebuild(ledger: Ledger, as_json: bool) -> None:
-    """Rebuild every read model (jobs, brakes, tokens) from the events alone.
+def rebuild(ledger: Ledger, restart: bool, page: int, as_json: bool) -> None:
+    """Rebuild every read model (jobs, brakes, tokens, webhooks) from the events alone.
 
-    Runs in one transaction; appends wait until it commits. A progress bar goes to stderr.
+    Online: a page of streams at a time, each page under those streams' own locks for one
+    short transaction, so agents keep submitting and polling (a write to a stream of the page
+    waits for that page alone). Only rows that differ are written, in place. Stopped anywhere,
+    it resumes where it stopped (--restart: from the first stream). A progress bar goes to
+    stderr. Exits 2 when some stream's events do not fold (its row is left as it is).
     """
     total = audit.size(ledger)  # the last position: an upper bound on the events
     with click.progressbar(length=total, label="rebuilding", file=sys.stderr) as bar:
-        count = admin.rebuild(ledger, progress=bar.update)
+        found = admin.rebuild(ledger, progress=bar.update, restart=restart, page=page)
     if as_json:
-        emit_json({"events_replayed": count})
+        emit_json(found.to_json())
     else:
-        click.echo(f"read models rebuilt from {count} events")
+        resumed = f" (resumed after {found.resumed_after})" if found.resumed_after else ""
+        click.echo(
+            f"read models rebuilt from {found.events_replayed} events{resumed}: "
+            f"{found.inserted} rows inserted, {found.updated} updated, {found.deleted} deleted"
+        )
+    if not found.ok:
+        shown = "; ".join(found.unfoldable[:3])
+        fail(f"{found.unfoldable_total} read-model rows left as they were: {shown}", EXIT_PROBLEM)

@@ -22,6 +22,7 @@ from ledger.queueing import DispatchSummary
 from ledger.services.ledger import Ledger
 from ledger.services.status import LedgerStatus, ledger_status
 from ledger.settings import load_settings
+from ledger.verification_record import VerificationRecord
 
 DEFAULT_API_URL = "http://127.0.0.1:8000"
 EXIT_NOT_READY = 3  # the API did not answer ready (1 and 2 are errors and usage)
@@ -50,7 +51,7 @@ def status(ledger: Ledger, api_url: str | None, timeout: float, as_json: bool) -
     depth, open jobs by status, active brakes, the outbox (waiting jobs whose message the
     broker has not confirmed, the longest wait, re-dispatches by their evidence), whether a
     reconciler runs (its heartbeat in .outcomes/, on embedded defaults) and its last recorded
-    finding.
+    finding, and the last recorded `outcomes audit verify`.
 
     Exits 3 when the API is not ready (the rest is printed all the same), 1 when the ledger
     cannot be read."""
@@ -74,6 +75,7 @@ def status(ledger: Ledger, api_url: str | None, timeout: float, as_json: bool) -
         "last_reconcile": last_finding,
         "dispatch": _dispatch(found.dispatch),
         "ledger": {"database": ledger.describe(), "last_position": found.last_position},
+        "last_verification": verified.to_json() if (verified := found.last_verification) else None,
     }
     if as_json:
         emit_json(body)
@@ -114,6 +116,20 @@ def _print(body: dict[str, Any], served: Served, liveness: Liveness, found: Ledg
     last = body["last_reconcile"] or "never"
     click.echo(f"reconciler: {liveness.describe()}; last finding {last}")
     click.echo(f"ledger:     {body['ledger']['database']} (position {found.last_position})")
+    click.echo(f"verified:   {_verified(found.last_verification, found.last_position)}")
+
+
+def _verified(record: VerificationRecord | None, position: int) -> str:
+    """The last recorded `audit verify`: its outcome, what it covered and how long ago."""
+    if record is None:
+        return "never (run outcomes audit verify)"
+    outcome = "ok" if record.ok else f"FAILED ({record.problems} problems: {record.first_problem})"
+    behind = position - (record.last_position or 0)
+    age = (now() - record.finished_at).total_seconds()
+    return (
+        f"{outcome}; up to position {record.last_position or 0} ({behind} events since), "
+        f"{age:.0f} s ago, by {record.verified_by}"
+    )
 
 
 def _dispatch(summary: DispatchSummary) -> dict[str, Any]:

@@ -8,7 +8,8 @@ from typing import Any
 import click
 
 from ledger.chain import Problem, VerifyReport
-from ledger.services.audit import Verification
+from ledger.services import verifications
+from ledger.services.verify_passes import Verification
 
 SHOWN = 20  # problem lines printed for people; --json carries them all (up to the report's cap)
 
@@ -20,6 +21,7 @@ def to_json(found: Verification) -> dict[str, Any]:
         "events_checked": found.chain.events_checked,
         "streams_checked": found.chain.streams_checked,
         "problems": _problems(found.chain),
+        "problems_total": found.chain.problems_total,  # beyond the problems kept: counted
         "first_broken_position": first.position if first else None,
         "read_models": found.read_models.to_json(),
         "digests": [
@@ -51,33 +53,14 @@ def echo_lines(found: Verification) -> None:
 
 
 def failure(found: Verification) -> str | None:
-    """The one-line reason to exit non-zero, or None when everything verified."""
-    first = _first(found.chain.problems)
-    if first is not None:
-        where = f"position {first.position}" if first.position is not None else first.stream_id
-        return f"ledger broken at {where}: {first.message}"
-    for checked in found.digests:
-        first = _first(checked.report.problems)
-        if first is not None:
-            return f"ledger no longer extends digest {checked.source}: {first.message}"
-    models = found.read_models
-    if models.problems:
-        more = models.problems_total - 1
-        also = f" (and {more} more read-model problems)" if more else ""
-        return f"read model {models.problems[0].message}{also}"
-    return None
+    """The one-line reason to exit non-zero, or None when everything verified (the same line
+    the verification's record keeps)."""
+    return verifications.failure(found)
 
 
 def first_broken(found: Verification) -> Problem | None:
     every = [*found.chain.problems, *(p for d in found.digests for p in d.report.problems)]
-    return _first(every)
-
-
-def _first(problems: list[Problem]) -> Problem | None:
-    located = [p for p in problems if p.position is not None]
-    if located:
-        return min(located, key=lambda p: p.position or 0)
-    return problems[0] if problems else None
+    return verifications.first_of(every)
 
 
 def _problems(report: VerifyReport) -> list[dict[str, Any]]:

@@ -10,7 +10,6 @@ from starlette.requests import Request
 
 from console.errors import SignInRequired
 from console.sessions import COOKIE, Sessions
-from console.verifier import Verifier
 from ledger.access import account_scope
 from ledger.errors import NotAuthenticatedError
 from ledger.services import tokens
@@ -25,7 +24,6 @@ class ConsoleState:
 
     ledger: Ledger
     sessions: Sessions
-    verifier: Verifier
     cookie_secure: bool = False  # OUTCOMES_COOKIE_SECURE: Secure whatever the scheme seen
     allowed_origins: frozenset[str] = frozenset()  # OUTCOMES_ALLOWED_ORIGINS
 

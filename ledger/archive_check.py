@@ -27,7 +27,8 @@ from ledger.archive_files import (
     rows_in,
     sha256_of,
 )
-from ledger.chain import Problem, ProblemKind, VerifyReport, verify_chain
+from ledger.chain import Problem, ProblemKind, VerifyReport
+from ledger.chain_check import verify_chain
 from ledger.errors import ArchiveError
 from ledger.events import RecordedEvent
 

@@ -8,6 +8,9 @@ Two chains, checked together:
   event follows it), an inserted or a reordered one breaks the chain at the next position.
 A history re-hashed end to end is consistent with itself, and so is a ledger cut at its very
 end; only a digest saved earlier (see `ledger.digest`) exposes those.
+
+The checks of one event are here; `audit verify` runs them in two passes over the ledger
+(`ledger.ledger_pass`: ledger order; `ledger.stream_pass`: stream order), in bounded memory.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
@@ -160,10 +163,17 @@ class VerifyReport:
     events_checked: int = 0
     streams_checked: int = 0
     problems: list[Problem] = field(default_factory=list)
+    more: int = 0  # problems found beyond those kept (`ledger.problem_log`): counted only
+    first_position: int | None = None  # the range the ledger-order pass read (None: empty)
+    last_position: int | None = None
 
     @property
     def ok(self) -> bool:
-        return not self.problems
+        return not self.problems and not self.more
+
+    @property
+    def problems_total(self) -> int:
+        return len(self.problems) + self.more
 
     @property
     def first_problem(self) -> Problem | None:
@@ -184,102 +194,39 @@ class Checkpoint:
     ledger_hash: str | None = None  # the ledger-wide link at `position` (older digests: None)
 
 
-def verify_chain(
-    links: Iterable[RecordedEvent],
-    checkpoint: Checkpoint | None = None,
-    dense_from: int | None = None,
-    base: ArchiveBase | None = None,
-    continued: Mapping[str, tuple[int, str]] | None = None,
-) -> VerifyReport:
-    """Check every link in position order; with a checkpoint (from a digest) also check that
-    the ledger still extends it: same heads, and nothing added or removed within its span.
-    With `dense_from`, positions from there on must follow each other without a gap.
+class Link(Protocol):
+    """An event's place and hashes: a `RecordedEvent`, or the ledger-order pass's narrow
+    `LedgerLink`."""
 
-    After an archive (`base`): the ledger-wide chain and the dense positions go on from the
-    archive's last position and link; the events at or below it are the streams the database
-    kept, whole, checked link by link and against the heads the archive saw. `continued`: the
-    heads of streams whose earlier events are elsewhere (an archive's files, verified alone)."""
-    report = VerifyReport()
-    heads: dict[str, tuple[int, str]] = dict(continued or {})
-    within = 0
-    kept = 0
-    ledger_hash: str | None = base.ledger_hash if base else None
-    at_checkpoint: str | None = None
-    previous = base.position if base else 0
-    for link in links:
-        report.events_checked += 1
-        _check_link(link, heads.get(link.stream_id), report)
-        if base is not None and link.position <= base.position:
-            kept += 1
-            _check_kept(link, base, report)
-            heads[link.stream_id] = (link.stream_version, link.hash)
-            continue
-        _check_ledger_link(link, ledger_hash, report)
-        if dense_from is not None and link.position >= dense_from:
-            _check_dense(link, max(previous, dense_from - 1), report)
-        previous = link.position
-        ledger_hash = link.ledger_hash
-        heads[link.stream_id] = (link.stream_version, link.hash)
-        if checkpoint is not None and link.position <= checkpoint.position:
-            within += 1
-            at_checkpoint = link.ledger_hash
-            _check_against_digest(link, checkpoint.heads.get(link.stream_id), report)
-    report.streams_checked = len(heads)
-    if base is not None:
-        _check_kept_whole(base, kept, heads, report)
-    if checkpoint is not None and checkpoint.ledger_hash not in (None, at_checkpoint):
-        report.problems.append(
-            Problem(
-                ProblemKind.DIGEST_LEDGER_MISMATCH,
-                "",
-                0,
-                None,
-                f"the ledger up to position {checkpoint.position} is not the one the "
-                "digest saw (its ledger-wide hash differs: events were cut, inserted or "
-                "rewritten)",
-            )
-        )
-    if checkpoint is not None:
-        if within != checkpoint.events:
-            report.problems.append(
-                Problem(
-                    ProblemKind.DIGEST_COUNT,
-                    "",
-                    0,
-                    None,
-                    f"positions up to {checkpoint.position} hold {within} events; "
-                    f"the digest saw {checkpoint.events}",
-                )
-            )
-        for stream_id, (version, _) in checkpoint.heads.items():
-            seen = heads.get(stream_id, (0, ""))[0]
-            if seen < version:
-                report.problems.append(
-                    Problem(
-                        ProblemKind.DIGEST_TRUNCATED,
-                        stream_id,
-                        version,
-                        None,
-                        f"{stream_id} ends at version {seen}; the digest saw version {version}",
-                    )
-                )
-    return report
+    @property
+    def position(self) -> int: ...
+    @property
+    def stream_id(self) -> str: ...
+    @property
+    def stream_version(self) -> int: ...
+    @property
+    def hash(self) -> str: ...
+    @property
+    def ledger_hash(self) -> str | None: ...
 
 
-def _check_kept(link: RecordedEvent, base: ArchiveBase, report: VerifyReport) -> None:
+def kept_problem(link: Link, base: ArchiveBase) -> Problem | None:
+    """An event kept below the newest archive's end (a stream that is not a job's): one the
+    archive saw, with the hash it saw at the stream's head there."""
     expected = base.kept_heads.get(link.stream_id)
     if expected is not None and link.stream_version <= expected[0]:
         if link.stream_version == expected[0] and link.hash != expected[1]:
-            report.problems.append(_kept_problem(link, "its hash differs from the archive's"))
-        return
-    report.problems.append(_kept_problem(link, "the archive saw no such event below its end"))
+            return _kept_problem(link, "its hash differs from the archive's")
+        return None
+    return _kept_problem(link, "the archive saw no such event below its end")
 
 
-def _check_kept_whole(
-    base: ArchiveBase, kept: int, heads: Mapping[str, tuple[int, str]], report: VerifyReport
-) -> None:
+def kept_whole_problems(base: ArchiveBase, kept: int, versions: Mapping[str, int]) -> list[Problem]:
+    """As many kept events below the cut as the archive left, and no kept stream ending
+    before the version the archive saw (`versions`: each kept stream's last version seen)."""
+    found = []
     if kept != base.kept_events:
-        report.problems.append(
+        found.append(
             Problem(
                 ProblemKind.ARCHIVE_KEPT,
                 "",
@@ -290,9 +237,9 @@ def _check_kept_whole(
             )
         )
     for stream_id, (version, _) in base.kept_heads.items():
-        seen = heads.get(stream_id, (0, ""))[0]
+        seen = versions.get(stream_id, 0)
         if seen < version:
-            report.problems.append(
+            found.append(
                 Problem(
                     ProblemKind.ARCHIVE_KEPT,
                     stream_id,
@@ -302,9 +249,10 @@ def _check_kept_whole(
                     f"version {version}",
                 )
             )
+    return found
 
 
-def _kept_problem(link: RecordedEvent, what: str) -> Problem:
+def _kept_problem(link: Link, what: str) -> Problem:
     return Problem(
         ProblemKind.ARCHIVE_KEPT,
         link.stream_id,
@@ -318,22 +266,27 @@ def _kept_problem(link: RecordedEvent, what: str) -> Problem:
 def stream_links(stream: Iterable[RecordedEvent]) -> list[tuple[RecordedEvent, list[Problem]]]:
     """Each event of one stream (in version order) with its own link's problems: its hash
     recomputed and its prev_hash against the event before it. The ledger-wide link needs the
-    neighbouring positions of other streams, so only `verify_chain` over the whole log sees it."""
+    neighbouring positions of other streams, so only the ledger-order pass sees it."""
     found: list[tuple[RecordedEvent, list[Problem]]] = []
     head: tuple[int, str] | None = None
     for link in stream:
-        report = VerifyReport()
-        _check_link(link, head, report)
-        found.append((link, report.problems))
+        found.append((link, link_problems(link, head)))
         head = (link.stream_version, link.hash)
     return found
 
 
-def _check_link(link: RecordedEvent, head: tuple[int, str] | None, report: VerifyReport) -> None:
+def _where(link: Link) -> str:
+    return f"{link.stream_id} v{link.stream_version} (position {link.position})"
+
+
+def link_problems(link: RecordedEvent, head: tuple[int, str] | None) -> list[Problem]:
+    """The stream chain at one event: its version follows `head` (the stream's previous
+    event), its prev_hash is that event's hash, and its content still makes its hash."""
+    found: list[Problem] = []
     prev_version, prev_hash = head if head else (0, None)
-    where = f"{link.stream_id} v{link.stream_version} (position {link.position})"
+    where = _where(link)
     if link.stream_version != prev_version + 1:
-        report.problems.append(
+        found.append(
             Problem(
                 ProblemKind.VERSION_GAP,
                 link.stream_id,
@@ -343,7 +296,7 @@ def _check_link(link: RecordedEvent, head: tuple[int, str] | None, report: Verif
             )
         )
     elif link.prev_hash != prev_hash:
-        report.problems.append(
+        found.append(
             Problem(
                 ProblemKind.CHAIN_BROKEN,
                 link.stream_id,
@@ -364,7 +317,7 @@ def _check_link(link: RecordedEvent, head: tuple[int, str] | None, report: Verif
         prev_hash=link.prev_hash,
     )
     if recomputed != link.hash:
-        report.problems.append(
+        found.append(
             Problem(
                 ProblemKind.HASH_MISMATCH,
                 link.stream_id,
@@ -373,61 +326,96 @@ def _check_link(link: RecordedEvent, head: tuple[int, str] | None, report: Verif
                 f"{where}: content does not match its hash (edited)",
             )
         )
+    return found
 
 
-def _check_dense(link: RecordedEvent, previous: int, report: VerifyReport) -> None:
-    if link.position != previous + 1:
-        report.problems.append(
-            Problem(
-                ProblemKind.POSITION_GAP,
-                link.stream_id,
-                link.stream_version,
-                link.position,
-                f"{link.stream_id} v{link.stream_version} (position {link.position}): "
-                f"positions {previous + 1}..{link.position - 1} are missing (the sequencer "
-                "gives them without a gap: an order row was deleted)",
-            )
-        )
-
-
-def _check_ledger_link(link: RecordedEvent, prev: str | None, report: VerifyReport) -> None:
-    if link.ledger_hash == ledger_link(prev, link.hash):
-        return
-    report.problems.append(
-        Problem(
-            ProblemKind.LEDGER_CHAIN_BROKEN,
-            link.stream_id,
-            link.stream_version,
-            link.position,
-            f"{link.stream_id} v{link.stream_version} (position {link.position}): the "
-            "ledger-wide chain breaks here: an event before it was deleted, inserted or "
-            "moved, or this one was",
-        )
+def dense_problem(link: Link, previous: int) -> Problem | None:
+    """Positions from the sequencer's first are dense: this one must follow `previous`."""
+    if link.position == previous + 1:
+        return None
+    return Problem(
+        ProblemKind.POSITION_GAP,
+        link.stream_id,
+        link.stream_version,
+        link.position,
+        f"{_where(link)}: positions {previous + 1}..{link.position - 1} are missing (the "
+        "sequencer gives them without a gap: an order row was deleted)",
     )
 
 
-def _check_against_digest(
-    link: RecordedEvent, expected: tuple[int, str] | None, report: VerifyReport
-) -> None:
-    where = f"{link.stream_id} v{link.stream_version} (position {link.position})"
+def ledger_link_problem(link: Link, prev: str | None) -> Problem | None:
+    """The ledger-wide chain at one position: its link follows the previous position's."""
+    if link.ledger_hash == ledger_link(prev, link.hash):
+        return None
+    return Problem(
+        ProblemKind.LEDGER_CHAIN_BROKEN,
+        link.stream_id,
+        link.stream_version,
+        link.position,
+        f"{_where(link)}: the ledger-wide chain breaks here: an event before it was "
+        "deleted, inserted or moved, or this one was",
+    )
+
+
+def digest_event_problem(link: Link, expected: tuple[int, str] | None) -> Problem | None:
+    """An event within a digest's span against the head the digest saw of its stream."""
     if expected is None or link.stream_version > expected[0]:
         # Inside the digest's span, yet the digest never saw it: inserted afterwards.
-        report.problems.append(
+        return Problem(
+            ProblemKind.DIGEST_EXTRA,
+            link.stream_id,
+            link.stream_version,
+            link.position,
+            f"{_where(link)}: not in the digest although within its span (inserted later)",
+        )
+    if expected[0] == link.stream_version and expected[1] != link.hash:
+        return Problem(
+            ProblemKind.DIGEST_MISMATCH,
+            link.stream_id,
+            link.stream_version,
+            link.position,
+            f"{_where(link)}: hash differs from the digest (history rewritten)",
+        )
+    return None
+
+
+def digest_span_problems(
+    checkpoint: Checkpoint, within: int, at_checkpoint: str | None
+) -> list[Problem]:
+    """What the ledger-order pass says of a digest's span: the same ledger-wide link at its
+    position, and as many events within it."""
+    found: list[Problem] = []
+    if checkpoint.ledger_hash not in (None, at_checkpoint):
+        found.append(
             Problem(
-                ProblemKind.DIGEST_EXTRA,
-                link.stream_id,
-                link.stream_version,
-                link.position,
-                f"{where}: not in the digest although within its span (inserted later)",
+                ProblemKind.DIGEST_LEDGER_MISMATCH,
+                "",
+                0,
+                None,
+                f"the ledger up to position {checkpoint.position} is not the one the "
+                "digest saw (its ledger-wide hash differs: events were cut, inserted or "
+                "rewritten)",
             )
         )
-    elif expected[0] == link.stream_version and expected[1] != link.hash:
-        report.problems.append(
+    if within != checkpoint.events:
+        found.append(
             Problem(
-                ProblemKind.DIGEST_MISMATCH,
-                link.stream_id,
-                link.stream_version,
-                link.position,
-                f"{where}: hash differs from the digest (history rewritten)",
+                ProblemKind.DIGEST_COUNT,
+                "",
+                0,
+                None,
+                f"positions up to {checkpoint.position} hold {within} events; "
+                f"the digest saw {checkpoint.events}",
             )
         )
+    return found
+
+
+def digest_truncated(stream_id: str, version: int, seen: int) -> Problem:
+    return Problem(
+        ProblemKind.DIGEST_TRUNCATED,
+        stream_id,
+        version,
+        None,
+        f"{stream_id} ends at version {seen}; the digest saw version {version}",
+    )

@@ -8,8 +8,13 @@ bucket mount): then a history rewritten after a digest was published cannot hide
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
+from typing import IO, TypeVar
 
+from ledger.chain import Checkpoint
 from ledger.digest import Digest
 from ledger.errors import DigestError
 
@@ -18,48 +23,79 @@ SUFFIX = ".json"
 READ_ONLY = 0o444
 
 
-def digest_name(digest: Digest) -> str:
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Published:
+    """A published digest, known intact, without its heads (a directory of them, each as
+    large as the ledger's streams, is never held at once): `load` reads it again in full."""
+
+    path: Path
+    position: int
+    events: int
+    ledger_hash: str | None
+
+    @property
+    def span(self) -> Checkpoint:
+        """Its span alone (the ledger-order pass checks it; the heads are checked apart)."""
+        return Checkpoint({}, self.position, self.events, self.ledger_hash)
+
+    def load(self) -> Digest:
+        return _load(self.path)
+
+
+def digest_name(created_at: datetime, position: int) -> str:
     """`digest-20261130T214501.123456Z-p1234.json`: UTC time first, so names sort by time."""
-    stamp = digest.created_at.strftime("%Y%m%dT%H%M%S.%fZ")
-    return f"{PREFIX}{stamp}-p{digest.position}{SUFFIX}"
+    stamp = created_at.strftime("%Y%m%dT%H%M%S.%fZ")
+    return f"{PREFIX}{stamp}-p{position}{SUFFIX}"
 
 
-def publish(directory: Path, digest: Digest) -> Path:
-    """Write `digest` as a new read-only file in `directory`; an existing name is an error.
+def publish(directory: Path, name: str, write: Callable[[IO[bytes]], T]) -> tuple[Path, T]:
+    """Write a new read-only file `name` in `directory` with `write`; an existing name is an
+    error. Returns its path and what `write` answered.
 
     Written under a hidden name first, then linked to its own (a link never replaces a file),
     so a reader never sees half a digest and a crash leaves only a hidden leftover."""
-    final = directory / digest_name(digest)
+    final = directory / name
     partial = directory / f".{final.name}.{os.getpid()}.partial"
     fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, READ_ONLY)
     try:
         with os.fdopen(fd, "wb") as out:
-            out.write(digest.dumps())
+            written = write(out)
             out.flush()
             os.fsync(out.fileno())
         os.link(partial, final)  # FileExistsError rather than overwrite
     finally:
         partial.unlink(missing_ok=True)
     _sync_directory(directory)
-    return final
+    return final, written
 
 
-def load_all(directory: Path) -> list[tuple[Path, Digest]]:
-    """Every digest in `directory` (hidden files aside), oldest name first; a file that is not
-    an intact digest is an error naming it."""
+def check_all(directory: Path) -> list[Published]:
+    """Every digest in `directory` (hidden files aside), oldest name first, each read whole
+    once to know it intact and then let go; a file that is not an intact digest is an error
+    naming it."""
     if not directory.is_dir():
         raise DigestError(f"{directory}: not a directory")
-    found: list[tuple[Path, Digest]] = []
+    found: list[Published] = []
     for path in sorted(p for p in directory.iterdir() if not p.name.startswith(".")):
         if not path.is_file():
             continue
-        try:
-            found.append((path, Digest.loads(path.read_bytes())))
-        except DigestError as exc:
-            raise DigestError(f"{path}: {exc}") from None
+        digest = _load(path)
+        found.append(Published(path, digest.position, digest.events, digest.ledger_hash))
     if not found:
         raise DigestError(f"{directory}: holds no digest")
     return found
+
+
+def _load(path: Path) -> Digest:
+    try:
+        return Digest.loads(path.read_bytes())
+    except DigestError as exc:
+        raise DigestError(f"{path}: {exc}") from None
+    except OSError as exc:
+        raise DigestError(f"{path}: {exc.strerror or exc}") from None
 
 
 def _sync_directory(directory: Path) -> None:

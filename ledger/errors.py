@@ -301,6 +301,11 @@ class ProofError(LedgerError):
     whose hashes do not add up is no error: its verification answers False."""
 
 
+class RebuildTakenOverError(LedgerError):
+    """Another `outcomes rebuild` took over the rebuild this one was doing (it resumes where
+    this one stopped); this one stops."""
+
+
 class SecretUnavailableError(LedgerError):
     """A declared secret argument that this process cannot open: its key is not loaded, the
     sealed value was altered or moved, or it was withheld (never sealed: no key at submit)."""

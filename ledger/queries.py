@@ -10,9 +10,11 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import NamedTuple
 
 from ledger.brake_view import BrakeView
 from ledger.clock import format_time
+from ledger.events import RecordedEvent
 from ledger.job_view import JobView
 
 MAX_POSITION = 2**63 - 1  # positions are BIGINT: a larger cursor is not a position
@@ -188,3 +190,26 @@ class BrakeHold:
             "pulled_at": format_time(b.pulled_at),
             "queued_jobs": self.queued_jobs,
         }
+
+
+class LedgerLink(NamedTuple):
+    """An event as the ledger-order pass of `audit verify` reads it: its place and its two
+    hashes, nothing of its content (the stream-order pass recomputes the hash from that)."""
+
+    position: int
+    stream_id: str
+    stream_version: int
+    hash: str
+    ledger_hash: str | None
+
+
+class StreamEvent(NamedTuple):
+    """An event as the stream-order pass reads it. `sequenced`: it holds a ledger position
+    (on Postgres an event committed after the last tick does not yet; it is folded into the
+    read models, which its append wrote, but its links wait for the next verification)."""
+
+    event: RecordedEvent
+    sequenced: bool
+
+
+StreamKey = tuple[str, int]  # (stream_id, stream_version): the stream-order pass's cursor

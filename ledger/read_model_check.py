@@ -1,16 +1,17 @@
-"""Proof that the read models (jobs, brakes, tokens) are what the events say.
+"""Proof that the read models (jobs, brakes, tokens, webhooks) are what the events say.
 
-`audit verify` streams the events past a `Replay`, which folds them in memory with the read
-models' own definitions (`ledger.read_models`), then compares the stored rows with the folded
-ones, table by table and key by key: a row missing, a row extra, or any stored column (the
-JSON view included, key by key) that differs is a problem naming the table, the key and the
-field. The stored tables are never written. Memory grows with the read models (as for
-`outcomes rebuild`), not with the events, which are paged.
+`audit verify` streams the events past `StreamModels` in stream order (every stream's events
+together, in version order), which folds each stream with the read models' own definitions
+(`ledger.read_models`) and compares the rows it makes with the stored ones, a batch of keys at
+a time: a row missing, or any stored column (the JSON view included, key by key) that differs,
+is a problem naming the table, the key and the field. Rows no event makes the database finds
+itself (`Reads.rows_without_events`), and they are named as extra. The stored tables are never
+written. Memory holds one stream's views and one batch of rows, whatever the ledger's size.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum, StrEnum
@@ -28,7 +29,8 @@ SECRET_FIELDS = frozenset({"args", "request_hash", "token_hash"})
 WITHHELD = "(withheld)"
 MAX_PROBLEMS = 1000  # kept in a report; the rest are only counted (a wiped table has many)
 
-StoredRows = Callable[[ReadModel[Any]], Iterable[Mapping[str, Any]]]
+# The stored rows of these keys of a read model (any order; a key with no row is left out).
+StoredByKey = Callable[[ReadModel[Any], list[str]], Sequence[Mapping[str, Any]]]
 
 
 class Mismatch(StrEnum):
@@ -99,71 +101,99 @@ class ReadModelReport:
         }
 
 
-class Replay:
-    """Every read model folded in memory from the events streamed past it."""
+class StreamModels:
+    """Every read model folded one stream at a time (the events come in stream order), the
+    rows it makes compared with the stored ones by key, `batch` keys at a time."""
 
-    def __init__(self) -> None:
+    def __init__(self, stored: StoredByKey, batch: int = 500) -> None:
         self.report = ReadModelReport()
-        self.views: dict[str, dict[str, BaseModel]] = {m.table: {} for m in READ_MODELS}
-        self.broken: dict[str, set[str]] = {m.table: set() for m in READ_MODELS}
-
-    def watch(self, events: Iterable[RecordedEvent]) -> Iterator[RecordedEvent]:
-        """The same events, each folded as it passes (so one read serves the chain check too)."""
-        for event in events:
-            self.add(event)
-            yield event
+        self._stored = stored
+        self._batch = batch
+        self._stream: str | None = None
+        self._views: dict[tuple[str, str], BaseModel] = {}  # this stream's, by (table, key)
+        self._broken: set[tuple[str, str]] = set()
+        self._pending: dict[str, dict[str, BaseModel]] = {m.table: {} for m in READ_MODELS}
+        self._waiting = 0
 
     def add(self, event: RecordedEvent) -> None:
+        if event.stream_id != self._stream:
+            self._close()
+            self._stream = event.stream_id
         self.report.events_replayed += 1
-        model = model_for(event.type)
-        if model is None:
-            return
-        try:
-            key = model.key(event)
-        except (KeyError, TypeError, ValueError) as exc:
-            self._unfoldable(model, event.stream_id, f"no key in {event.type}: {exc!r}")
-            return
-        if key in self.broken[model.table]:
-            return
-        views = self.views[model.table]
-        try:
-            views[key] = model.fold(views.get(key), event)
-        except (KeyError, TypeError, ValueError) as exc:  # pydantic's errors are ValueErrors
-            views.pop(key, None)
-            self._unfoldable(model, key, f"{event.type} at position {event.position}: {exc}")
+        found = fold_event(self._views, self._broken, event)
+        if found is not None:
+            self.report.add(found)
 
-    def _unfoldable(self, model: ReadModel[Any], key: str, detail: str) -> None:
-        self.broken[model.table].add(key)
-        self.report.add(ReadModelProblem(Mismatch.UNFOLDABLE, model.table, key, detail=detail))
-
-    def compare(self, stored: StoredRows) -> ReadModelReport:
-        """Compare every model's stored rows (`stored(model)`, any order) with the fold."""
-        for model in READ_MODELS:
-            self._compare_table(model, stored(model))
+    def finish(self) -> ReadModelReport:
+        self._close()
+        self._flush()
         return self.report
 
-    def _compare_table(self, model: ReadModel[Any], rows: Iterable[Mapping[str, Any]]) -> None:
-        expected = self.views[model.table]
-        broken = self.broken[model.table]
-        checked = 0
-        for row in rows:
-            checked += 1
-            key = str(row.get(model.key_column))
-            if key in broken:
-                continue  # already reported: its events say nothing reliable
-            view = expected.pop(key, None)
-            if view is None:
-                self.report.add(ReadModelProblem(Mismatch.EXTRA, model.table, key))
+    def extra(self, table: str, key: str) -> None:
+        """A stored row no event makes (found by the database)."""
+        self.report.add(ReadModelProblem(Mismatch.EXTRA, table, key))
+
+    def _close(self) -> None:
+        for (table, key), view in self._views.items():
+            if (table, key) not in self._broken:
+                self._pending[table][key] = view
+                self._waiting += 1
+        self._views.clear()
+        self._broken.clear()
+        if self._waiting >= self._batch:
+            self._flush()
+
+    def _flush(self) -> None:
+        for model in READ_MODELS:
+            expected = self._pending[model.table]
+            if not expected:
                 continue
-            for problem in _row_differences(model, key, row, model.row(key, view)):
-                self.report.add(problem)
-        for key in sorted(expected):
-            self.report.add(ReadModelProblem(Mismatch.MISSING, model.table, key))
-        expected.clear()  # compared: free it before the next table
-        self.report.rows_checked[model.table] = checked
+            rows = self._stored(model, sorted(expected))
+            by_key = {str(row.get(model.key_column)): row for row in rows}
+            for key, view in expected.items():
+                row = by_key.get(key)
+                if row is None:
+                    self.report.add(ReadModelProblem(Mismatch.MISSING, model.table, key))
+                    continue
+                for problem in row_differences(model, key, row, model.row(key, view)):
+                    self.report.add(problem)
+            expected.clear()
+        self._waiting = 0
 
 
-def _row_differences(
+def fold_event(
+    views: dict[tuple[str, str], BaseModel], broken: set[tuple[str, str]], event: RecordedEvent
+) -> ReadModelProblem | None:
+    """Fold one event of a stream into that stream's `views` (by table and key); a key whose
+    events do not fold goes to `broken`, and the problem saying why is returned. The same
+    fold serves `audit verify` and `outcomes rebuild`."""
+    model = model_for(event.type)
+    if model is None:
+        return None
+    try:
+        key = model.key(event)
+    except (KeyError, TypeError, ValueError) as exc:
+        broken.add((model.table, event.stream_id))
+        detail = f"no key in {event.type}: {exc!r}"
+        return ReadModelProblem(Mismatch.UNFOLDABLE, model.table, event.stream_id, detail=detail)
+    if (model.table, key) in broken:
+        return None
+    if model.home_stream(key) != event.stream_id:
+        # Every writer appends a key's events to its own stream; one elsewhere was put there.
+        broken.add((model.table, key))
+        detail = f"{event.type} at position {event.position} is in {event.stream_id}"
+        return ReadModelProblem(Mismatch.UNFOLDABLE, model.table, key, detail=detail)
+    try:
+        views[model.table, key] = model.fold(views.get((model.table, key)), event)
+    except (KeyError, TypeError, ValueError) as exc:  # pydantic's errors are ValueErrors
+        views.pop((model.table, key), None)
+        broken.add((model.table, key))
+        detail = f"{event.type} at position {event.position}: {exc}"
+        return ReadModelProblem(Mismatch.UNFOLDABLE, model.table, key, detail=detail)
+    return None
+
+
+def row_differences(
     model: ReadModel[Any], key: str, stored: Mapping[str, Any], expected: Mapping[str, Any]
 ) -> Iterator[ReadModelProblem]:
     for column in sorted(set(stored) | set(expected)):

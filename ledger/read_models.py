@@ -35,9 +35,15 @@ class ReadModel(Generic[V]):
     # Rebuilt from its stream's events on every change, never built on the stored row: short
     # streams whose rows people act on (an edited row does not survive the next change).
     refold: bool = False
+    # A key's events are in one stream, its own: this prefix and the key (`job-<id>`, …).
+    stream_prefix: str = ""
 
     def handles(self, event_type: str) -> bool:
         return event_type in self.types
+
+    def home_stream(self, key: str) -> str:
+        """The stream whose events make the row of `key` (no other stream's may)."""
+        return f"{self.stream_prefix}{key}"
 
     def row(self, key: str, view: V) -> dict[str, Any]:
         """The stored row: the key, the whole view as JSON, and the copied columns."""
@@ -89,7 +95,7 @@ def _job_key(event: RecordedEvent) -> str:
 
 
 JOBS: ReadModel[JobView] = ReadModel(
-    "jobs", "job_id", JobView, JOB_EVENT_TYPES, _job_key, evolve, job_columns
+    "jobs", "job_id", JobView, JOB_EVENT_TYPES, _job_key, evolve, job_columns, stream_prefix="job-"
 )
 BRAKES: ReadModel[BrakeView] = ReadModel(
     "brakes",
@@ -100,6 +106,7 @@ BRAKES: ReadModel[BrakeView] = ReadModel(
     evolve_brake,
     _brake_columns,
     refold=True,
+    stream_prefix="brake-",
 )
 TOKENS: ReadModel[TokenView] = ReadModel(
     "tokens",
@@ -110,6 +117,7 @@ TOKENS: ReadModel[TokenView] = ReadModel(
     evolve_token,
     _token_columns,
     refold=True,
+    stream_prefix="token-",
 )
 
 
@@ -130,6 +138,7 @@ WEBHOOKS: ReadModel[WebhookView] = ReadModel(
     evolve_webhook,
     _webhook_columns,
     refold=True,
+    stream_prefix="webhook-",
 )
 READ_MODELS: tuple[ReadModel[Any], ...] = (JOBS, BRAKES, TOKENS, WEBHOOKS)
 

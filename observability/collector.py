@@ -20,7 +20,7 @@ from prometheus_client.metrics_core import Metric
 from ledger.clock import now
 from ledger.codes import Status
 from ledger.errors import LedgerError
-from ledger.services import counts
+from ledger.services import counts, verifications
 from ledger.services.ledger import Ledger
 from observability import labels
 
@@ -53,6 +53,37 @@ class LedgerCollector:
         position.add_metric([], found.position)
         yield position
         yield from _sequencer(found)
+        yield from _last_verification(self.ledger)
+
+
+def _last_verification(ledger: Ledger) -> Iterator[Metric]:
+    """The last recorded `outcomes audit verify` (one index read; the API never verifies).
+    Nothing at all until one is recorded: alert on its absence, its age and its outcome."""
+    try:
+        found = verifications.last(ledger)
+    except LedgerError as exc:  # the counts answered: report them, without this one
+        log.warning("metrics: the last verification could not be read: %s", type(exc).__name__)
+        return
+    if found is None:
+        return
+    position = GaugeMetricFamily(
+        "outcomes_last_verified_position",
+        "The last ledger position the last recorded `outcomes audit verify` checked.",
+    )
+    position.add_metric([], found.last_position or 0)
+    at = GaugeMetricFamily(
+        "outcomes_last_verified_timestamp_seconds",
+        "When the last recorded verification finished (Unix time; its age: time() - this).",
+    )
+    at.add_metric([], found.finished_at.timestamp())
+    passed = GaugeMetricFamily(
+        "outcomes_last_verification_ok",
+        "1 if the last recorded verification found the ledger intact, 0 if it found problems.",
+    )
+    passed.add_metric([], 1 if found.ok else 0)
+    yield position
+    yield at
+    yield passed
 
 
 def _sequencer(found: counts.LedgerCounts) -> Iterator[Metric]:

@@ -24,7 +24,8 @@ from ledger.job_view import JobView
 from ledger.persistence.base import Store
 from ledger.persistence.engine import make_engine
 from ledger.persistence.sql_store import SqlStore
-from ledger.services import audit
+from ledger.rebuild_state import RebuildReport
+from ledger.services import admin, audit
 from ledger.services.ledger import Ledger
 
 # The `error` object's ten keys (contract §3), as the contract states them.
@@ -133,6 +134,11 @@ def as_ledger(where: Store | Ledger) -> Ledger:
 def verify_store(where: Store | Ledger, digest: Digest | None = None) -> VerifyReport:
     """`audit verify` on this store (with an earlier digest, if given)."""
     return audit.verify(as_ledger(where), digest)
+
+
+def rebuild(where: Store | Ledger) -> RebuildReport:
+    """`outcomes rebuild` on this store (online, resumable: `ledger.services.rebuild`)."""
+    return admin.rebuild(as_ledger(where))
 
 
 def digest_of(where: Store | Ledger) -> Digest:

@@ -3,7 +3,7 @@
 `run_workload` drives many job, brake and token streams through valid lifecycles, interleaved,
 sometimes appending two events in one call; each stream's `Plan` says what its read-model row
 must say (`EXPECTED`: the seed table of contract §3). `snapshot` reads every read-model row so
-that the live tables can be compared with the ones `Store.rebuild_read_models` writes.
+that the live tables can be compared with the ones `outcomes rebuild` writes.
 """
 
 from __future__ import annotations

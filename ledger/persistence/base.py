@@ -28,8 +28,10 @@ from ledger.persistence.appends import (
     JobAppended,
 )
 from ledger.persistence.archive_contract import ArchiveStore
+from ledger.persistence.audit_contract import AuditReads, AuditWrites
 from ledger.persistence.fairness_contract import FairnessReads
 from ledger.persistence.outbox_contract import OutboxReads, OutboxWrites
+from ledger.persistence.rebuild_contract import RebuildReads, RebuildWrites
 from ledger.persistence.webhooks_contract import WebhookReads, WebhookWrites
 from ledger.privileges import ConnectedRole, no_roles
 from ledger.queries import (
@@ -49,17 +51,7 @@ from ledger.token_view import TokenView
 BRAKES_LOCK = job_lane.BRAKES_LOCK  # shared by claims and submits, exclusive for a pull
 
 
-Progress = Callable[[int], None]  # told how many events were just handled (progress bars)
-
-
-def counted(found: Iterator[RecordedEvent], progress: Progress | None) -> Iterator[RecordedEvent]:
-    for event in found:
-        yield event
-        if progress is not None:
-            progress(1)
-
-
-class Reads(OutboxReads, WebhookReads, FairnessReads):
+class Reads(OutboxReads, WebhookReads, FairnessReads, AuditReads, RebuildReads):
     """Questions answered from one consistent view of the ledger."""
 
     # --- jobs -----------------------------------------------------------------------------
@@ -214,7 +206,7 @@ class Reads(OutboxReads, WebhookReads, FairnessReads):
         verify` compares them with a fold of the events, so nothing may be normalized away."""
 
 
-class Writes(Reads, OutboxWrites, WebhookWrites):
+class Writes(Reads, OutboxWrites, WebhookWrites, AuditWrites, RebuildWrites):
     """A write transaction: everything it does commits together or not at all."""
 
     @abstractmethod
@@ -387,11 +379,6 @@ class Store(ArchiveStore, ABC):
     @abstractmethod
     def iter_events(self, batch: int = 5000) -> Iterator[RecordedEvent]:
         """Every event in position order, page by page (constant memory)."""
-
-    @abstractmethod
-    def rebuild_read_models(self, progress: Progress | None = None) -> int:
-        """Replace every read model by a fold of the events alone, atomically; returns how
-        many events were replayed (`progress` is told each event as it is folded)."""
 
     @abstractmethod
     def upgrade_schema(self) -> tuple[str | None, str | None]:

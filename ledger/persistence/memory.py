@@ -30,9 +30,11 @@ from ledger.events import TERMINAL_EVENT_TYPES, NewEvent, RecordedEvent
 from ledger.job_view import JobView
 from ledger.persistence import memory_fairness
 from ledger.persistence.appends import Appended
-from ledger.persistence.base import Progress, Reads, Store, Writes
+from ledger.persistence.base import Reads, Store, Writes
+from ledger.persistence.memory_audit import MemoryAuditWrites
 from ledger.persistence.memory_outbox import MemoryOutboxWrites
 from ledger.persistence.memory_reads import MemoryReads
+from ledger.persistence.memory_rebuild import MemoryRebuildWrites
 from ledger.persistence.memory_state import Lease, MemoryState
 from ledger.persistence.memory_webhooks import MemoryWebhookWrites
 from ledger.read_models import model_for
@@ -41,7 +43,14 @@ from ledger.token_view import TokenView
 MEMORY_URL = "memory://"
 
 
-class MemoryWrites(MemoryReads, MemoryOutboxWrites, MemoryWebhookWrites, Writes):
+class MemoryWrites(
+    MemoryReads,
+    MemoryOutboxWrites,
+    MemoryWebhookWrites,
+    MemoryAuditWrites,
+    MemoryRebuildWrites,
+    Writes,
+):
     def __init__(self, state: MemoryState) -> None:
         super().__init__(state)
         self.undo: list[Callable[[], None]] = []
@@ -215,33 +224,6 @@ class MemoryStore(Store):
         with self._lock:
             snapshot = list(self.state.events)
         return iter(snapshot)
-
-    def rebuild_read_models(self, progress: Progress | None = None) -> int:
-        with self._lock:
-            events = list(self.state.events)
-            self.state = MemoryState(
-                events=[],
-                leases=self.state.leases,
-                dispatches=self.state.dispatches,
-                epochs=self.state.epochs,
-                webhook_cursor=self.state.webhook_cursor,
-                deliveries=self.state.deliveries,
-                claims=self.state.claims,
-                attempts=self.state.attempts,
-                next_position=self.state.next_position,
-            )
-            tx = MemoryWrites(self.state)
-            for event in events:
-                self.state.events.append(event)
-                self.state.streams.setdefault(event.stream_id, []).append(event)
-                self.state.event_ids.add(event.event_id)
-                if event.type in TERMINAL_EVENT_TYPES:
-                    self.state.terminal.add(event.stream_id)
-                self.state.count_finding(event)
-                tx._fold(event.stream_id, [event])
-                if progress is not None:
-                    progress(1)
-            return len(events)
 
     def upgrade_schema(self) -> tuple[str | None, str | None]:
         return None, None  # nothing to create

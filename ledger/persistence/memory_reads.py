@@ -14,8 +14,10 @@ from ledger.codes import Code, Status
 from ledger.events import RecordedEvent, job_stream
 from ledger.job_view import JobView
 from ledger.persistence.base import Reads
+from ledger.persistence.memory_audit import MemoryAuditReads
 from ledger.persistence.memory_fairness import MemoryFairnessReads
 from ledger.persistence.memory_outbox import MemoryOutboxReads
+from ledger.persistence.memory_rebuild import MemoryRebuildReads
 from ledger.persistence.memory_state import MemoryState
 from ledger.persistence.memory_webhooks import MemoryWebhookReads
 from ledger.queries import (
@@ -33,7 +35,14 @@ from ledger.token_view import TokenView, fold_token, presented
 _MODELS = {model.table: model for model in READ_MODELS}
 
 
-class MemoryReads(MemoryOutboxReads, MemoryWebhookReads, MemoryFairnessReads, Reads):
+class MemoryReads(
+    MemoryOutboxReads,
+    MemoryWebhookReads,
+    MemoryFairnessReads,
+    MemoryAuditReads,
+    MemoryRebuildReads,
+    Reads,
+):
     def __init__(self, state: MemoryState) -> None:
         self.state = state
 

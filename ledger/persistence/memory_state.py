@@ -15,7 +15,9 @@ from ledger.event_log import FINDER, FINDINGS, finding_cause
 from ledger.events import RecordedEvent
 from ledger.job_view import JobView
 from ledger.queueing import DispatchState
+from ledger.rebuild_state import RebuildProgress
 from ledger.token_view import TokenView
+from ledger.verification_record import VerificationRecord
 from ledger.webhook_view import WebhookView
 from ledger.webhooks import Attempt, Delivery
 
@@ -64,6 +66,8 @@ class MemoryState:
     # reconciler's findings by (type, cause) with the newest one's time.
     job_counts: Counter[CountKey] = field(default_factory=Counter)
     findings: dict[tuple[str, str], tuple[int, datetime]] = field(default_factory=dict)
+    verifications: list[VerificationRecord] = field(default_factory=list)
+    rebuild: RebuildProgress | None = None  # where an online rebuild stands
 
     def count_job(self, before: JobView | None, after: JobView) -> Undo:
         """A job's view replaced: its group's count moves; what undoes it."""
@@ -75,6 +79,16 @@ class MemoryState:
         def undo() -> None:
             for key, n in moved:
                 self.job_counts[key] -= n
+
+        return undo
+
+    def uncount_job(self, gone: JobView) -> Undo:
+        """A job's view removed: its group's count drops; what undoes it."""
+        key = count_key(gone)
+        self.job_counts[key] -= 1
+
+        def undo() -> None:
+            self.job_counts[key] += 1
 
         return undo
 

@@ -19,7 +19,9 @@ from ledger.persistence.schema import APP_ROLE_CONSTRAINT
 from ledger.privileges import ConnectedRole
 
 # Tables of recorded history: the application reads and appends, never changes or removes.
-APPEND_ONLY_TABLES = ("events", "ledger_meta", "ledger_order")  # each once a migration adds it
+# A verification's record is evidence too: `audit verify` run as the application role inserts
+# it, and no one but the owner can make an old failure read as a pass.
+APPEND_ONLY_TABLES = ("events", "ledger_meta", "ledger_order", "verifications")  # once added
 # Alembic's bookkeeping, and what only the owner writes: the partitions' list (the owner's
 # function makes them) and the archives (`outcomes archive`, run by the owner).
 READ_ONLY_TABLES = ("alembic_version", "ledger_partitions", "archives", "archived_jobs")

@@ -1,16 +1,17 @@
 """The read models (jobs, brakes, tokens) as projections of the events.
 
 Each row keeps the whole folded view as JSON next to copies of the columns its indexes need.
-Live updates and rebuilds run the same pure fold, so a rebuild reproduces the live tables.
+Live updates and `outcomes rebuild` (`ledger.services.rebuild`) run the same pure fold
+(`ledger.read_models`), so a rebuild reproduces the live tables.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
-from sqlalchemy import Connection, Table, bindparam, delete, insert, select, text, update
+from sqlalchemy import Connection, Table, bindparam, insert, select, text, update
 
 from ledger.events import JOB_EVENT_TYPES, TERMINAL_EVENT_TYPES, RecordedEvent, job_id_of
 from ledger.persistence.schema import READ_MODEL_TABLES, events
@@ -18,7 +19,6 @@ from ledger.persistence.sql_rows import EVENT_COLUMNS, row_to_event
 from ledger.read_models import READ_MODELS, ReadModel
 
 V = TypeVar("V", bound=BaseModel)
-_BATCH = 1000
 JOBS_CHANNEL = "outcomes_jobs"  # NOTIFY: a wake-up hint for long-polls, never the log itself
 # In a NOTIFY's comma-separated job ids, one that ends with this changed to its outcome.
 ENDED_MARK = "!"
@@ -46,17 +46,6 @@ class Projection:
         stream's view, if the model keeps one."""
         raise NotImplementedError
 
-    def clear(self, conn: Connection) -> None:
-        raise NotImplementedError
-
-    def fold_into(self, views: dict[str, Any], event: RecordedEvent) -> None:
-        """Rebuild, step 1: fold one event into in-memory views."""
-        raise NotImplementedError
-
-    def write_all(self, conn: Connection, views: dict[str, Any]) -> None:
-        """Rebuild, step 2: write the folded views into the emptied table."""
-        raise NotImplementedError
-
 
 class JobNotifier(Projection):
     def handles(self, event_type: str) -> bool:
@@ -74,16 +63,6 @@ class JobNotifier(Projection):
         for start in range(0, len(job_ids), _IDS_PER_NOTIFY):
             payload = ",".join(job_ids[start : start + _IDS_PER_NOTIFY])
             conn.execute(_NOTIFY, {"channel": JOBS_CHANNEL, "payload": payload})
-
-    # Not a table: nothing to clear or rebuild.
-    def clear(self, conn: Connection) -> None:
-        return None
-
-    def fold_into(self, views: dict[str, Any], event: RecordedEvent) -> None:
-        return None
-
-    def write_all(self, conn: Connection, views: dict[str, Any]) -> None:
-        return None
 
 
 class ViewProjection(Projection, Generic[V]):
@@ -153,36 +132,6 @@ class ViewProjection(Projection, Generic[V]):
                 views[k] = self.fold(views.get(k), row_to_event(row))
         return views
 
-    def clear(self, conn: Connection) -> None:
-        conn.execute(delete(self.table))
-
-    def fold_into(self, views: dict[str, Any], event: RecordedEvent) -> None:
-        k = self.key(event)
-        views[k] = self.fold(views.get(k), event)
-
-    def write_all(self, conn: Connection, views: dict[str, Any]) -> None:
-        rows = [self.row(k, v) for k, v in views.items()]
-        for start in range(0, len(rows), _BATCH):
-            conn.execute(insert(self.table), rows[start : start + _BATCH])
-
 
 def default_projections() -> list[Projection]:
     return [JobNotifier(), *(ViewProjection(TABLES[m.table], m) for m in READ_MODELS)]
-
-
-def rebuild(
-    conn: Connection, projections: Sequence[Projection], events: Iterable[RecordedEvent]
-) -> int:
-    """Replace every read model's rows by a fold of `events` (the whole log, in position
-    order). Returns the number of events replayed."""
-    count = 0
-    states: list[dict[str, Any]] = [{} for _ in projections]
-    for event in events:
-        count += 1
-        for projection, views in zip(projections, states, strict=True):
-            if projection.handles(event.type):
-                projection.fold_into(views, event)
-    for projection, views in zip(projections, states, strict=True):
-        projection.clear(conn)
-        projection.write_all(conn, views)
-    return count

@@ -428,10 +428,52 @@ ledger_meta = Table(
 REQUEST_KEY = "request_key"
 PARTITION_SIZE_KEY = "partition_size"  # positions per partition (migration 0018)
 
+# Each `outcomes audit verify` that ran to its end records what it checked and what it found
+# (migration 0019): the console, `outcomes status` and /metrics show the last one, read by the
+# primary key's index, and never verify anything themselves. Insert-only for the application
+# role (ledger.persistence.privileges): a record is evidence, not state.
+verifications = Table(
+    "verifications",
+    metadata,
+    Column("id", Position, primary_key=True, autoincrement=True),
+    Column("started_at", Time, nullable=False),
+    Column("finished_at", Time, nullable=False),
+    Column("first_position", BigInteger, nullable=True),  # None: the ledger was empty
+    Column("last_position", BigInteger, nullable=True),
+    Column("events", BigInteger, nullable=False),
+    Column("streams", BigInteger, nullable=False),
+    Column("ok", Boolean, nullable=False),
+    Column("problems", BigInteger, nullable=False),
+    Column("first_problem", Text, nullable=True),  # the one line `audit verify` exits with
+    Column("verified_by", String(200), nullable=False),
+    Column("with_digest", Boolean, nullable=False),
+    sqlite_autoincrement=True,
+)
+
+# Where an online `outcomes rebuild` stands (migration 0019): one row, written in the same
+# transaction as each page of read-model rows, so a rebuild stopped anywhere resumes after the
+# last stream whose rows it committed.
+read_model_rebuild = Table(
+    "read_model_rebuild",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("run_id", String(36), nullable=False),  # the run that owns it (another stops)
+    Column("started_at", Time, nullable=False),
+    Column("updated_at", Time, nullable=False),
+    Column("finished_at", Time, nullable=True),  # None: under way, or stopped part way
+    Column("after_stream", String(200), nullable=True),  # the last stream done (None: none)
+    Column("streams", BigInteger, nullable=False),
+    Column("events", BigInteger, nullable=False),
+    Column("inserted", BigInteger, nullable=False),
+    Column("updated", BigInteger, nullable=False),
+    Column("deleted", BigInteger, nullable=False),
+    CheckConstraint("id = 1", name="ck_read_model_rebuild_one_row"),
+)
+
 READ_MODEL_TABLES = (jobs, brakes, tokens, webhooks)
 # The revision this code reads and writes: a ledger at an older one is not ready (/readyz) until
 # `outcomes migrate` runs (tests/persistence/test_migrations.py holds it to Alembic's head).
-SCHEMA_REVISION = "0018"
+SCHEMA_REVISION = "0019"
 
 
 def unique_constraints() -> dict[str, tuple[str, ...]]:

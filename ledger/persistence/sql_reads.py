@@ -9,15 +9,11 @@ so a page never carries another account's row.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
 from typing import Any
 
-import orjson
 from sqlalchemy import (
     Connection,
-    Text,
     bindparam,
-    cast,
     exists,
     func,
     literal,
@@ -28,24 +24,24 @@ from sqlalchemy import (
 from ledger.access import token_stream
 from ledger.brake_view import BrakeView, evolve_brake, fold_brake
 from ledger.brakes import brake_stream
-from ledger.clock import utc
 from ledger.codes import Code
 from ledger.events import RecordedEvent
 from ledger.job_view import JobView
 from ledger.persistence.base import Reads
 from ledger.persistence.errors import translated
 from ledger.persistence.schema import (
-    READ_MODEL_TABLES,
     brakes,
     events,
     jobs,
     ledger_events,
     tokens,
 )
+from ledger.persistence.sql_audit import SqlAuditReads, as_stored, stored_columns, table_of
 from ledger.persistence.sql_counts import SqlCountReads
 from ledger.persistence.sql_fairness import SqlFairnessReads
 from ledger.persistence.sql_job_reads import SqlJobReads
 from ledger.persistence.sql_outbox import SqlOutboxReads
+from ledger.persistence.sql_rebuild import SqlRebuildReads
 from ledger.persistence.sql_rows import (
     EVENT_COLUMNS,
     JOB_CAUSE,
@@ -94,11 +90,17 @@ _ACTIVE_PULLS = select(*EVENT_COLUMNS).where(
         _LATER.c.stream_version > events.c.stream_version,
     ),
 )
-_READ_MODELS = {table.name: table for table in READ_MODEL_TABLES}
 
 
 class SqlReads(
-    SqlCountReads, SqlJobReads, SqlOutboxReads, SqlWebhookReads, SqlFairnessReads, Reads
+    SqlCountReads,
+    SqlJobReads,
+    SqlOutboxReads,
+    SqlWebhookReads,
+    SqlFairnessReads,
+    SqlAuditReads,
+    SqlRebuildReads,
+    Reads,
 ):
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
@@ -224,28 +226,11 @@ class SqlReads(
     # --- read models, as stored -----------------------------------------------------------
 
     def read_model_rows(self, table: str, after: str | None, limit: int) -> list[dict[str, Any]]:
-        found = _READ_MODELS.get(table)
-        if found is None:
-            raise ValueError(f"{table!r} is not a read model")
-        key = next(iter(found.primary_key.columns))
-        # The view as text, decoded here: a view damaged into something that is not JSON must
-        # reach the comparison as it is, not fail the whole page.
-        columns = [cast(c, Text).label(c.name) if c.name == "view" else c for c in found.c]
-        query = select(*columns).order_by(key).limit(limit)
+        found, key, _ = table_of(table)
+        query = select(*stored_columns(found)).order_by(key).limit(limit)
         if after is not None:
             query = query.where(key > after)
         return [
-            {name: _as_stored(name, value) for name, value in row.items()}
+            {name: as_stored(name, value) for name, value in row.items()}
             for row in self.conn.execute(query).mappings()
         ]
-
-
-def _as_stored(name: str, value: Any) -> Any:
-    if isinstance(value, datetime):
-        return utc(value)
-    if name == "view" and isinstance(value, str):
-        try:
-            return orjson.loads(value)
-        except orjson.JSONDecodeError:
-            return value
-    return value

@@ -51,24 +51,24 @@ from ledger.persistence.base import (
     Listener,
     OnConnect,
     OnJobs,
-    Progress,
     Reads,
     Store,
     Writes,
-    counted,
 )
 from ledger.persistence.engine import READ_ONLY, libpq_dsn
 from ledger.persistence.errors import translated
 from ledger.persistence.locks import lock
 from ledger.persistence.loop_reads import LoopJobReads, job_answer, job_statement
-from ledger.persistence.projections import Projection, default_projections, rebuild
+from ledger.persistence.projections import Projection, default_projections
 from ledger.persistence.schema import REQUEST_KEY, SCHEMA_REVISION, events, leases, ledger_meta
-from ledger.persistence.sequencer_session import SEQUENCE, scalar
+from ledger.persistence.sequencer_session import scalar
 from ledger.persistence.sql_archive import SqlArchives
-from ledger.persistence.sql_counts import compact, recount, recounting
+from ledger.persistence.sql_audit import SqlAuditWrites
+from ledger.persistence.sql_counts import compact
 from ledger.persistence.sql_fairness import take_submit_token
 from ledger.persistence.sql_outbox import SqlOutboxWrites
 from ledger.persistence.sql_reads import SqlReads
+from ledger.persistence.sql_rebuild import SqlRebuildWrites
 from ledger.persistence.sql_rows import PAGE, row_to_event
 from ledger.persistence.sql_sequencing import SqlSequencing
 from ledger.persistence.sql_webhooks import SqlWebhookWrites
@@ -77,8 +77,9 @@ from ledger.privileges import ConnectedRole
 if TYPE_CHECKING:
     from ledger.persistence.sql_rows import RowT
 
-# pg_advisory_xact_lock key for appends ("outc" "appd"): every append takes it shared, and
-# only a read-model rebuild exclusive (nothing lands half-way through it).
+# pg_advisory_xact_lock key for appends ("outc" "appd"): every append takes it shared. Nothing
+# takes it exclusive any more (the rebuild is online: it takes the streams' own locks, a page
+# at a time); it stays so that a server of an older release and this one share one number.
 APPEND_LOCK_KEY = 0x6F757463_61707064 & 0x7FFFFFFFFFFFFFFF
 PARTITIONS_AHEAD = 2  # at migrate (the sequencer's leader keeps OUTCOMES_PARTITIONS_AHEAD)
 
@@ -103,7 +104,6 @@ _TERMINAL_OR_DUPLICATE = select(
     exists().where(events.c.event_id.in_(bindparam("event_ids", expanding=True))),
 )
 _LAST_LEDGER_HASH = select(events.c.ledger_hash).order_by(events.c.position.desc()).limit(1)
-_LOCK = text("SELECT pg_advisory_xact_lock(:k)")
 _LOCK_SHARED = text("SELECT pg_advisory_xact_lock_shared(:k)")
 _RENEW = (
     update(leases)
@@ -145,7 +145,9 @@ def _pages(read: Callable[[int, int], Sequence[RowT]], batch: int) -> Iterator[R
         after = rows[-1].position
 
 
-class SqlWrites(SqlReads, SqlOutboxWrites, SqlWebhookWrites, Writes):
+class SqlWrites(
+    SqlReads, SqlOutboxWrites, SqlWebhookWrites, SqlAuditWrites, SqlRebuildWrites, Writes
+):
     """One database transaction in which several streams may be read and appended to."""
 
     def __init__(self, conn: Connection, projections: Sequence[Projection], upsert: Any) -> None:
@@ -229,22 +231,6 @@ class SqlWrites(SqlReads, SqlOutboxWrites, SqlWebhookWrites, Writes):
 
     def lock(self, *key: str, shared: bool = False) -> None:
         lock(self.conn, key, shared=shared)
-
-    def hold_appends(self) -> None:
-        """Hold the append lock exclusive to commit: no other append lands meanwhile (a
-        read-model rebuild). Taken first in its transaction."""
-        if self._postgres and not self._appending:
-            self.conn.execute(_LOCK, {"k": APPEND_LOCK_KEY})
-            self._appending = True
-
-    def sequence(self, *, wait: bool = True) -> int:
-        """A sequencer tick inside this transaction (a rebuild's: every event committed before
-        it then has its place in ledger order)."""
-        if not self._postgres:
-            return 0
-        driver = self.conn.connection.driver_connection
-        assert isinstance(driver, psycopg.Connection)
-        return int(scalar(driver, SEQUENCE, (wait,)))
 
     def _lock_stream(self, stream_id: str, new_events: Sequence[NewEvent]) -> None:
         """On Postgres, the locks `outcomes_append_jobs` takes for the same write: the append
@@ -406,15 +392,6 @@ class SqlStore(SqlSequencing, SqlArchives, Store):
         if value is None:
             raise SchemaMissingError("this ledger has no request key: run `outcomes migrate`")
         return bytes.fromhex(value)
-
-    def rebuild_read_models(self, progress: Progress | None = None) -> int:
-        with self.transaction() as tx:
-            tx.hold_appends()  # appends wait for it, so nothing lands half-way
-            tx.sequence(wait=True)  # and every event committed before it is in ledger order
-            recounting(tx.conn)  # every row is rewritten: counted whole at the end instead
-            replayed = rebuild(tx.conn, self.projections, counted(tx.iter_events(), progress))
-            recount(tx.conn)
-            return replayed
 
     def compact_counts(self) -> int:
         if self.dialect != "postgresql":

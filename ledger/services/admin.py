@@ -6,6 +6,8 @@ from collections.abc import Callable
 
 from ledger.errors import StorageError
 from ledger.privileges import ConnectedRole, check_role_name, no_roles
+from ledger.rebuild_state import RebuildReport
+from ledger.services import rebuild as rebuild_service
 from ledger.services.ledger import Ledger
 
 
@@ -48,10 +50,16 @@ def privilege_warning(ledger: Ledger) -> str | None:
     return role.warning() if role is not None else None
 
 
-def rebuild(ledger: Ledger, progress: Callable[[int], None] | None = None) -> int:
-    """Rebuild every read model from the events alone, in one transaction (appends wait);
-    returns how many events were replayed (`progress` is told of each one)."""
-    return ledger.store.rebuild_read_models(progress)
+def rebuild(
+    ledger: Ledger,
+    progress: Callable[[int], None] | None = None,
+    restart: bool = False,
+    page: int = rebuild_service.PAGE,
+) -> RebuildReport:
+    """Rebuild every read model from the events alone, online (`ledger.services.rebuild`: a
+    page of streams at a time, under those streams' own locks), resuming a rebuild stopped
+    part way unless `restart`; `progress` is told how many events each page replayed."""
+    return rebuild_service.rebuild(ledger, progress, restart, page)
 
 
 def ready(ledger: Ledger) -> None:

@@ -2,26 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+import io
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from datetime import datetime
-from itertools import takewhile
 from pathlib import Path
-from typing import Any
+from typing import IO
 
-from ledger import digest_files
-from ledger.chain import DIGEST_KINDS, VerifyReport, verify_chain
+from ledger import digest_files, digest_writer
+from ledger.chain import VerifyReport
 from ledger.clock import now
 from ledger.digest import Digest
+from ledger.digest_files import Published
+from ledger.digest_writer import DigestSummary
 from ledger.events import RecordedEvent
-from ledger.order_check import order_findings
-from ledger.persistence.base import Reads
 from ledger.queries import EventFilter, JobSummary
-from ledger.read_model_check import ReadModelReport, Replay
-from ledger.read_models import ReadModel
 from ledger.services.ledger import Ledger
-
-Progress = Callable[[int], None]  # called with the number of events just handled
+from ledger.services.verify_passes import PAGE, Progress, Verification, verify_passes
 
 
 def events(ledger: Ledger, where: EventFilter) -> list[RecordedEvent]:
@@ -83,120 +80,62 @@ def head(ledger: Ledger) -> LedgerHead:
     return LedgerHead(found[0].position, found[0].recorded_at, found[0].ledger_hash)
 
 
-def take_digest(ledger: Ledger) -> Digest:
-    """The head of every stream up to the current last position (the sequencer's head, once
-    what committed before is sequenced)."""
+def write_digest(ledger: Ledger, out: IO[bytes]) -> DigestSummary:
+    """Write the digest of the ledger as it stands (the head of every stream up to the last
+    position, once what committed before is sequenced) to `out`, streamed: the heads go from
+    the store to the file, none held."""
     with ledger.store.in_order() as reads:
-        seen = reads.heads()
-    return Digest(
-        created_at=now(),
-        position=seen.position,
-        events=seen.events,
-        heads=seen.heads,
-        ledger_hash=seen.ledger_hash,
-    )
+        position = reads.last_position()
+        events, link = reads.ledger_span(position)
+        heads = reads.digest_heads(position)
+        return digest_writer.write_digest(out, now(), position, events, link, heads)
+
+
+def take_digest(ledger: Ledger) -> Digest:
+    """The digest, in memory (O(streams): for tests and small ledgers; commands stream it)."""
+    written = io.BytesIO()
+    write_digest(ledger, written)
+    return Digest.loads(written.getvalue())
+
+
+def publish_digest(ledger: Ledger, directory: Path) -> tuple[Path, DigestSummary]:
+    """Take a digest and write it as a new read-only file in `directory`, streamed."""
+    with ledger.store.in_order() as reads:
+        position = reads.last_position()
+        events, link = reads.ledger_span(position)
+        taken_at = now()
+
+        def write(out: IO[bytes]) -> DigestSummary:
+            heads = reads.digest_heads(position)
+            return digest_writer.write_digest(out, taken_at, position, events, link, heads)
+
+        return digest_files.publish(directory, digest_files.digest_name(taken_at, position), write)
+
+
+def load_digests(directory: Path) -> list[Published]:
+    """Every digest published in `directory`, each known intact (one that is not is an error
+    naming it), held without its heads: each is read again when it is checked."""
+    return digest_files.check_all(directory)
 
 
 def verify(
     ledger: Ledger, digest: Digest | None = None, progress: Progress | None = None
 ) -> VerifyReport:
     """Recompute every hash and link; with a digest, prove the ledger still extends it."""
-    found = every_event(ledger, progress)
-    checkpoint = digest.checkpoint if digest else None
-    report = verify_chain(found, checkpoint, _dense_from(ledger), ledger.store.archive_base())
-    return _with_order_findings(ledger, report)
-
-
-def _dense_from(ledger: Ledger) -> int | None:
-    state = ledger.store.sequencer_state()
-    return state.dense_from if state is not None else None
-
-
-def _with_order_findings(ledger: Ledger, report: VerifyReport) -> VerifyReport:
-    found = ledger.store.order_problems()
-    if found is not None:
-        report.problems.extend(order_findings(found))
-    return report
-
-
-@dataclass(frozen=True)
-class DigestCheck:
-    """Whether the ledger still extends one published digest."""
-
-    source: Path
-    report: VerifyReport  # its DIGEST_* problems alone (the chain's are the main report's)
-
-
-@dataclass
-class Verification:
-    """All that `audit verify` proves: the chains (against `--digest`, if given), the read
-    models, and every published digest (`--against`)."""
-
-    chain: VerifyReport
-    read_models: ReadModelReport
-    digests: list[DigestCheck] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return self.chain.ok and self.read_models.ok and all(d.report.ok for d in self.digests)
+    return verify_passes(ledger, digest, models=False, progress=progress).chain
 
 
 def verify_all(
     ledger: Ledger,
     digest: Digest | None = None,
-    against: Sequence[tuple[Path, Digest]] = (),
+    against: Sequence[Published] = (),
     progress: Progress | None = None,
-    page: int = 5000,
+    page: int = PAGE,
 ) -> Verification:
-    """`verify`, and the read models rebuilt in memory from the same events and compared with
-    the stored ones, and each published digest checked, all in one snapshot of the ledger."""
-    dense_from = _dense_from(ledger)
-    archived = ledger.store.archive_base()
-    with ledger.store.snapshot() as reads:
-        replay = Replay()
-        found = _pages(reads, page)
-        counted = _counting(found, progress) if progress is not None else found
-        checkpoint = digest.checkpoint if digest else None
-        # After an archive, the chains go on from where it ends (ledger.archive.ArchiveBase).
-        chain = verify_chain(replay.watch(counted), checkpoint, dense_from, archived)
-        read_models = replay.compare(lambda model: _stored_rows(reads, model, page))
-        digests = [_check_digest(reads, source, d, page) for source, d in against]
-    return Verification(_with_order_findings(ledger, chain), read_models, digests)
-
-
-def load_digests(directory: Path) -> list[tuple[Path, Digest]]:
-    """Every digest published in `directory`; one that is not intact is an error naming it."""
-    return digest_files.load_all(directory)
-
-
-def publish_digest(ledger: Ledger, directory: Path) -> tuple[Path, Digest]:
-    """Take a digest and write it as a new read-only file in `directory`."""
-    taken = take_digest(ledger)
-    return digest_files.publish(directory, taken), taken
-
-
-def _check_digest(reads: Reads, source: Path, digest: Digest, page: int) -> DigestCheck:
-    # The checkpoint logic of `--digest`, over the events the digest covers: one read of
-    # that span per digest.
-    span = takewhile(lambda e: e.position <= digest.position, _pages(reads, page))
-    found = verify_chain(span, digest.checkpoint)
-    kept = [p for p in found.problems if p.kind in DIGEST_KINDS]
-    report = VerifyReport(found.events_checked, found.streams_checked, kept)
-    return DigestCheck(source, report)
-
-
-def _pages(reads: Reads, page: int) -> Iterator[RecordedEvent]:
-    after = 0
-    while found := reads.find_events(EventFilter(after=after, limit=page)):
-        yield from found
-        after = found[-1].position
-
-
-def _stored_rows(reads: Reads, model: ReadModel[Any], page: int) -> Iterator[dict[str, Any]]:
-    after: str | None = None
-    while rows := reads.read_model_rows(model.table, after, page):
-        yield from rows
-        after = str(rows[-1][model.key_column])
+    """`verify`, and the read models folded from the same events and compared with the stored
+    ones, and each published digest checked, all in one snapshot of the ledger
+    (`ledger.services.verify_passes`: two passes, bounded memory)."""
+    return verify_passes(ledger, digest, against, True, progress, page)
 
 
 def _counting(

@@ -9,6 +9,7 @@ from pathlib import Path
 import orjson
 
 from cli.errors import EXIT_PROBLEM
+from tests.factories import rebuild
 from tests.plugins.cli import Invoke
 from tests.plugins.tampering import Seeded, forge, tamper_delete, tamper_set
 
@@ -62,7 +63,7 @@ def test_a_rehashed_history_is_caught_against_an_earlier_digest(
     unfixed, body, _ = verify(outcomes)
     assert unfixed == EXIT_PROBLEM and body["first_broken_position"] is None
     assert {p["field"] for p in body["read_models"]["problems"]} == {"view.head_hash"}
-    seeded.store.rebuild_read_models()  # a forger who owns the database refolds them too
+    rebuild(seeded.store)  # a forger who owns the database refolds them too
     alone, _, _ = verify(outcomes)
     assert alone == 0  # internally consistent: only the digest can tell
     code, body, stderr = verify(outcomes, "--digest", str(digest))

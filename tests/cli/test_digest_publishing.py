@@ -15,6 +15,7 @@ import orjson
 import pytest
 
 from cli.errors import EXIT_PROBLEM
+from tests.factories import rebuild
 from tests.plugins.cli import Invoke
 from tests.plugins.deployments import wait_until
 from tests.plugins.tampering import Seeded, tamper_delete
@@ -64,7 +65,7 @@ def test_published_every_period_until_sigterm_then_verified_against(
     # chains and the read models are consistent again, only the published digests can tell.
     newest = seeded.stream("retried")[-1]
     tamper_delete(seeded.url, newest.position)
-    seeded.store.rebuild_read_models()
+    rebuild(seeded.store)
     assert outcomes("audit", "verify", "--json", ok=False).exit_code == 0
     code, body, stderr = verify_against(outcomes, folder)
     assert (code, body["ok"]) == (EXIT_PROBLEM, False)

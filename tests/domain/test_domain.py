@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from ledger.chain import Checkpoint, ProblemKind, event_hash, ledger_link, verify_chain
+from ledger.chain import Checkpoint, ProblemKind, event_hash, ledger_link
+from ledger.chain_check import verify_chain
 from ledger.codes import Code, NextAction, OutcomeMissingCause, Status, next_action
 from ledger.digest import Digest
 from ledger.error_info import ErrorInfo

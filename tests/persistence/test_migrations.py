@@ -22,7 +22,8 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.schema import CreateIndex, CreateTable, DropIndex
 from sqlalchemy.sql import Executable
 
-from ledger.chain import event_rows, verify_chain
+from ledger.chain import event_rows
+from ledger.chain_check import verify_chain
 from ledger.clock import now
 from ledger.events import NewEvent, TokenCreated
 from ledger.persistence import migrate

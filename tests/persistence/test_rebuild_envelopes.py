@@ -14,6 +14,7 @@ from ledger.codes import Code, NextAction, OutcomeMissingCause
 from ledger.events import NewEvent, WorkLateOutcome
 from ledger.job_view import JobEnvelope
 from ledger.persistence.sql_store import SqlStore
+from tests.factories import rebuild
 from tests.rebuild_workload import (
     EXPECTED,
     OPEN_STATUSES,
@@ -28,7 +29,7 @@ from tests.rebuild_workload import (
 
 def test_rebuilt_envelopes_follow_the_seed_table(store: SqlStore) -> None:
     work = run_workload(store, random.Random(SEEDS[-1] + 1))
-    store.rebuild_read_models()
+    rebuild(store)
     envelopes = job_envelopes(store)
     assert set(envelopes) == {plan.key for plan in work.jobs}
     seen_next_actions = set()
@@ -89,5 +90,5 @@ def test_late_outcome_changes_nothing_but_late_outcomes(store: SqlStore) -> None
     assert after.model_dump(exclude=stamps) == before.model_dump(exclude=stamps)
     assert row_after["ledger_position"] > row_before["ledger_position"]
     live = snapshot(store)
-    store.rebuild_read_models()
+    rebuild(store)
     assert differences(live, snapshot(store)) == []

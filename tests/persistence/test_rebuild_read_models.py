@@ -2,8 +2,9 @@
 
 A seeded random workload (tests/rebuild_workload.py) drives many job, brake and token streams
 through valid lifecycles. The live tables are snapshotted and compared with the tables
-`Store.rebuild_read_models` writes from the events: equal, without touching the events, twice
-over; and a rebuild repairs read models damaged the way a bad manual fix would.
+`outcomes rebuild` (`ledger.services.rebuild`) writes from the events: equal, without touching
+the events, twice over; and a rebuild repairs read models damaged the way a bad manual fix
+would.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from sqlalchemy import Connection, delete, insert, select, update
 
 from ledger.persistence.schema import brakes, jobs, tokens
 from ledger.persistence.sql_store import SqlStore
+from tests.factories import rebuild
 from tests.rebuild_workload import (
     SEEDS,
     Workload,
@@ -38,14 +40,14 @@ def test_rebuild_reproduces_the_live_read_models(store: SqlStore, seed: int) -> 
     ]
     before = event_rows(store)
 
-    replayed = store.rebuild_read_models()
+    replayed = rebuild(store).events_replayed
 
     assert replayed == work.event_count == count_events(store)
     rebuilt = snapshot(store)
     assert differences(live, rebuilt) == []
     assert rebuilt == live
     assert event_rows(store) == before, "a rebuild must not touch the events"
-    assert store.rebuild_read_models() == work.event_count
+    assert rebuild(store).events_replayed == work.event_count
     assert snapshot(store) == live, "a second rebuild must change nothing"
 
 
@@ -73,7 +75,7 @@ def test_rebuild_repairs_a_corrupted_read_model(store: SqlStore) -> None:
     damaged = snapshot(store)
     assert len(differences(live, damaged)) >= 10, "the corruption must have taken effect"
 
-    assert store.rebuild_read_models() == work.event_count
+    assert rebuild(store).events_replayed == work.event_count
 
     repaired = snapshot(store)
     assert differences(live, repaired) == []

@@ -23,7 +23,7 @@ from ledger.decisions import Caller, JobRequest
 from ledger.job_view import Status
 from ledger.persistence.sql_store import SqlStore
 from ledger.reconcile_rules import ReconcilePolicy
-from ledger.services import admin, brakes, tokens
+from ledger.services import admin, audit, brakes, tokens, verifications
 from ledger.services.execute import Executor
 from ledger.services.ledger import Ledger
 from ledger.services.reconcile import reconcile_once
@@ -99,12 +99,12 @@ def live_a_little(ledger: Ledger) -> list[str]:
     found = reconcile_once(ledger, dispatcher, ReconcilePolicy(), at=later)
     assert found.recorded == [f"job.redispatched {metered.job_id}"]
     assert dispatcher.sent.count(metered.job_id) == 1
-    assert admin.rebuild(ledger) > 0
+    assert admin.rebuild(ledger).events_replayed > 0  # its progress row, as the app role
     assert tokens.authenticate(ledger, issued.token).account == "acme"
     return [echo.job_id, keyed.job_id, metered.job_id, held.job_id]
 
 
-def test_the_application_role_lives_its_normal_life(app_store: SqlStore) -> None:
+def test_the_application_role_lives_its_normal_life(app_store: SqlStore, pg_app_url: str) -> None:
     ledger = Ledger(app_store)
     role = admin.connected_role(ledger)
     assert role is not None and (role.name, role.can_rewrite_history) == (APP_ROLE, False)
@@ -119,6 +119,17 @@ def test_the_application_role_lives_its_normal_life(app_store: SqlStore) -> None
     ]
     report = verify_store(app_store)
     assert report.ok, report.problems
+    # `audit verify` as the application role records its result; the record is evidence: the
+    # role may add one, never change or remove one.
+    found = audit.verify_all(ledger)
+    kept = verifications.record(ledger, found, "auditor-on-call", with_digest=False)
+    assert verifications.last(ledger) == kept and kept.ok
+    for statement in ("UPDATE verifications SET ok = false", "DELETE FROM verifications"):
+        with (
+            psycopg.connect(dsn(pg_app_url)) as conn,
+            pytest.raises(psycopg.errors.InsufficientPrivilege),
+        ):
+            conn.execute(statement.encode())
 
 
 @pytest.mark.parametrize("statement", FORBIDDEN.values(), ids=FORBIDDEN.keys())

@@ -54,6 +54,9 @@ EXPECTED = {
     "webhook_deliveries": {"SELECT", "INSERT", "UPDATE", "DELETE"},
     "webhook_attempts": {"SELECT", "INSERT", "UPDATE", "DELETE"},
     "webhook_attempts_attempt_id_seq": {"USAGE", "SELECT"},
+    "verifications": {"SELECT", "INSERT"},  # a verification's record: evidence, insert-only
+    "verifications_id_seq": {"USAGE", "SELECT"},
+    "read_model_rebuild": {"SELECT", "INSERT", "UPDATE", "DELETE"},
     "events_position_seq": {"USAGE", "SELECT"},
     "outcomes_append_jobs(jsonb)": {"EXECUTE"},
     # Written by the owner alone (0018): the partitions' list and the archives.

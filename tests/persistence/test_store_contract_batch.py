@@ -19,7 +19,7 @@ from ledger.persistence.appends import (
 )
 from ledger.persistence.base import Store
 from ledger.queries import JobFilter
-from tests.factories import accepted, failed, new, started, succeeded
+from tests.factories import accepted, failed, new, rebuild, started, succeeded
 
 
 def new_job() -> str:
@@ -129,7 +129,7 @@ def test_the_batched_read_models_equal_the_fold_and_a_rebuild(any_store: Store) 
     with any_store.reading() as reads:
         live = {v.job_id: v for v in reads.jobs(JobFilter(limit=100))}
     assert live == views
-    any_store.rebuild_read_models()
+    rebuild(any_store)
     with any_store.reading() as reads:
         rebuilt = {v.job_id: v for v in reads.jobs(JobFilter(limit=100))}
     assert rebuilt == views

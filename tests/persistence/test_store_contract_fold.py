@@ -31,7 +31,7 @@ from ledger.job_view import JobView, evolve
 from ledger.persistence.appends import AppendStatus, JobAppend
 from ledger.persistence.base import Store
 from ledger.queries import JobFilter
-from tests.factories import accepted
+from tests.factories import accepted, rebuild
 
 ERROR = ErrorInfo(code=Code.SOURCE_UNRELIABLE, dependency="d", message="m", retryable=True)
 LATER = datetime.now(UTC) + timedelta(hours=1)
@@ -102,7 +102,7 @@ def test_every_event_type_folds_the_same_live_in_python_and_rebuilt(any_store: S
         for event in any_store.read_stream(job_stream(job_id)):
             folded = evolve(folded, event)
         assert folded == view, job_id
-    any_store.rebuild_read_models()
+    rebuild(any_store)
     with any_store.reading() as reads:
         assert {v.job_id: v for v in reads.jobs(JobFilter(limit=100))} == live
 

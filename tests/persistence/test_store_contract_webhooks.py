@@ -14,7 +14,7 @@ from ledger.services.audit import verify_all
 from ledger.services.ledger import Ledger
 from ledger.webhook_view import webhook_stream
 from ledger.webhooks import Attempt, NewDelivery, Settled
-from tests.factories import new
+from tests.factories import new, rebuild
 
 T0 = datetime(2026, 12, 2, 6, 0, tzinfo=UTC)
 
@@ -48,7 +48,7 @@ def test_the_webhooks_read_model_folds_its_stream_and_rebuilds_the_same(
         ("h1", "active", None),
         ("h2", "disabled", "failed for a day"),
     ]
-    any_store.rebuild_read_models()
+    rebuild(any_store)
     with any_store.reading() as reads:
         assert reads.webhooks(None) == before
     proof = verify_all(Ledger(any_store))  # `outcomes audit verify` proves the table too

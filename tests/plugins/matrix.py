@@ -32,6 +32,7 @@ from sqlalchemy.engine import make_url
 
 from api.server import BackgroundServer
 from ledger.dispatch import Dispatcher
+from ledger.persistence.privileges import grant_statements
 from ledger.persistence.schema import jobs
 from ledger.persistence.sql_store import SqlStore
 from ledger.reconcile_rules import ReconcilePolicy
@@ -278,17 +279,10 @@ def delete_queue(url: str, queue: str) -> None:
 
 # --- Postgres roles ----------------------------------------------------------------------------
 
-APP_GRANTS = (
-    "GRANT SELECT, INSERT ON events TO {role}",
-    "GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO {role}",
-    "GRANT SELECT, INSERT, UPDATE, DELETE ON jobs, brakes, tokens, leases TO {role}",
-    "GRANT SELECT, INSERT, UPDATE, DELETE ON dispatches, queue_epochs TO {role}",
-    "GRANT SELECT ON ledger_meta TO {role}",
-    "GRANT SELECT, INSERT ON ledger_order TO {role}",  # the sequencer's, as readers tick too
-    "GRANT SELECT ON ledger_sequencer TO {role}",
-    "GRANT SELECT, INSERT, DELETE ON ledger_ticks TO {role}",
-    "GRANT SELECT ON ledger_events TO {role}",
-)
+# What `outcomes migrate --app-role` grants, as the product writes it (its first statement
+# creates the role, which `pg_role` has done): a table a later migration adds is covered, so
+# a restricted worker fails only where a test takes a privilege away.
+APP_GRANTS = tuple(grant_statements("{role}", "public")[1:])
 
 
 def admin_dsn(database_url: str) -> str:

@@ -5,11 +5,13 @@ tests/persistence/test_read_model_proof.py)."""
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from ledger.events import BrakePulled, BrakeReleased
 from ledger.persistence.appends import NO_STREAM
 from ledger.persistence.memory import MemoryStore
-from ledger.read_model_check import Mismatch, Replay
+from ledger.read_model_check import Mismatch, StreamModels
+from ledger.read_models import ReadModel
 from ledger.services.audit import verify_all
 from ledger.services.ledger import Ledger
 from tests.factories import accepted, fresh_job_stream, new, started, succeeded
@@ -45,10 +47,31 @@ def test_events_that_do_not_fold_are_a_problem_not_a_crash() -> None:
     pulled = BrakePulled(brake_id=brake_id, scope="global", reason="x", operator="olga")
     released = BrakeReleased(brake_id=brake_id, reason="y", operator="olga")
     (first, second) = store.append(f"brake-{brake_id}", [new(pulled), new(released)]).events
-    replay = Replay()
-    replay.add(second)  # as if the pull had been deleted
-    replay.add(first)
-    report = replay.compare(lambda model: [])
+    asked: list[tuple[str, list[str]]] = []
+
+    def stored(model: ReadModel[Any], keys: list[str]) -> list[dict[str, Any]]:
+        asked.append((model.table, keys))
+        return []
+
+    folded = StreamModels(stored)
+    folded.add(second)  # as if the pull had been deleted
+    folded.add(first)
+    report = folded.finish()
     assert [(p.kind, p.table, p.key) for p in report.problems] == [
         (Mismatch.UNFOLDABLE, "brakes", brake_id)
     ]
+    assert asked == []  # nothing to compare: its events say nothing reliable
+
+
+def test_an_event_in_another_keys_stream_is_named_not_folded() -> None:
+    """Every writer appends a brake's events to its own stream: one found in another stream
+    (self-consistent, as a forger would write it) does not fold into the other brake."""
+    store = MemoryStore()
+    brake_id, forged = str(uuid.uuid4()), str(uuid.uuid4())
+    pulled = BrakePulled(brake_id=brake_id, scope="global", reason="x", operator="olga")
+    store.append(f"brake-{forged}", [new(pulled)])
+    found = verify_all(Ledger(store))
+    assert {(p.kind, p.table, p.key) for p in found.read_models.problems} == {
+        (Mismatch.UNFOLDABLE, "brakes", brake_id),
+        (Mismatch.EXTRA, "brakes", brake_id),  # its row: its own stream holds no event
+    }
