@@ -7,7 +7,7 @@ import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from starlette.concurrency import run_in_threadpool
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
@@ -29,6 +29,7 @@ from api import (
 from api.fast_path import FastPath, fast_endpoint
 from api.limits import MAX_BODY_BYTES, BodyLimitMiddleware
 from api.openapi import build_openapi
+from api.queries import refuse_unknown_query
 from api.state import ApiState
 from api.waiter import JobWaiter
 from console.web import mount as mount_console
@@ -130,10 +131,14 @@ def create_app(
         redirect_slashes=False,
     )
     app.state.api = state
-    routers = (jobs_submit, jobs_read, catalog, audit, brakes, webhooks, health, metrics, root)
-    for module in routers:
+    # The /v1 routes refuse a query parameter they do not take (api.queries).
+    strict = [Depends(refuse_unknown_query)]
+    for module in (jobs_submit, jobs_read, catalog, audit, brakes, webhooks):
+        app.include_router(module.router, dependencies=strict)
+    for module in (health, metrics, root):
         app.include_router(module.router)
-    app.include_router(jobs_cancel.router)  # POST /v1/jobs/{id}/cancel (docs/cancel.md)
+    # POST /v1/jobs/{id}/cancel (docs/cancel.md)
+    app.include_router(jobs_cancel.router, dependencies=strict)
     docs.install(app)
     # POST only: stateless, so no standalone event stream (GET) and no session to end
     # (DELETE); both are 405, which the transport allows (mcp_server/http.py).

@@ -81,6 +81,8 @@ def _read_query(raw: bytes) -> tuple[float, str] | None:
             if value not in _UNTIL:
                 return None
             until = value
+        else:  # the framework refuses a parameter the route does not take (api.queries)
+            return None
     return wait, until
 
 

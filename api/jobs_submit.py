@@ -6,7 +6,9 @@ carrying its job_id. The same idempotency key and body replays the first answer.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
+from urllib.parse import parse_qsl
 
 import orjson
 from fastapi import APIRouter
@@ -19,7 +21,7 @@ from api.handlers import validation_problem
 from api.limits import json_of
 from api.models import SubmitAccepted, SubmitBody
 from api.openapi import SUBMIT_DESCRIPTIONS, problems
-from api.problems import ApiProblem, forbidden, invalid_input
+from api.problems import ApiProblem, forbidden, invalid_input, unknown_query
 from api.state import ApiState, state_of
 from ledger.access import ALL_ACCOUNTS
 from ledger.codes import Code, Status
@@ -84,8 +86,18 @@ async def submit_job(request: Request) -> Response:
     # One thread hop for the token's check and the decision (the hottest route: a dependency
     # would cost a hop and a resolution of its own). The token is checked first: a caller
     # without one learns nothing about the body.
-    submitted = await in_thread(_submit, state, token, content_type, content, trace)
+    asked = Asked(headers.get("idempotency-key"), request.url.query)
+    submitted = await in_thread(_submit, state, token, content_type, content, trace, asked)
     return answer(submitted.view)
+
+
+@dataclass(frozen=True)
+class Asked:
+    """What a submit says besides its body: the `Idempotency-Key` header (IETF draft, as
+    Stripe's) and the query string, which takes no parameter."""
+
+    idempotency_key: str | None = None
+    query: str = ""
 
 
 def _submit(
@@ -94,6 +106,7 @@ def _submit(
     content_type: str,
     content: bytes,
     trace: TraceRecord | None = None,
+    asked: Asked | None = None,
 ) -> Submitted:
     # Admitted without a read when this process knows the token: the decision's append
     # re-checks that it is not revoked (`recheck_token`), so a revoked token records nothing.
@@ -102,7 +115,11 @@ def _submit(
         check_role(agent, "agent")
         if agent.account == ALL_ACCOUNTS:
             raise forbidden("account", "Jobs belong to one account: use a token for that account.")
-        body = _parse(json_of(content_type, content))
+        asked = asked or Asked()
+        if asked.query:
+            unknown = sorted({key for key, _ in parse_qsl(asked.query, keep_blank_values=True)})
+            raise unknown_query(unknown or [asked.query], [])
+        body = _parse(json_of(content_type, content), asked.idempotency_key)
     except ApiProblem:
         # Nothing will be written to re-check the token: a revoked one hears 401, not this.
         _still_good(state, token)
@@ -135,9 +152,19 @@ def _still_good(state: ApiState, token: str) -> None:
         raise
 
 
-def _parse(document: Any) -> SubmitBody:
+def _parse(document: Any, header_key: str | None = None) -> SubmitBody:
     if not isinstance(document, dict):
         raise invalid_input("The body must be a JSON object with tool and args.")
+    if header_key is not None:
+        # The header's key is the body's field by another way in: the same rules (validated
+        # as the field is); both given, they must agree.
+        given = document.get("idempotency_key")
+        if given is not None and given != header_key:
+            raise invalid_input(
+                "The Idempotency-Key header and the body's idempotency_key differ.",
+                fix="send the key once (header or body), or the same key in both",
+            )
+        document = {**document, "idempotency_key": header_key}
     try:
         return SubmitBody.model_validate(document)
     except ValidationError as exc:

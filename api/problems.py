@@ -227,6 +227,17 @@ def invalid_input(message: str, *, missing: bool = False, fix: str | None = None
     return ApiProblem(422, error)
 
 
+def unknown_query(names: list[str], allowed: list[str]) -> ApiProblem:
+    """422: a query parameter the route does not take (issue 47: `?dry_run=1` ran for real,
+    `?wiat=30` answered at once), refused as an unknown body field is."""
+    said = ", ".join(repr(name[:40]) for name in names[:5])
+    takes = f"it takes {', '.join(allowed)}" if allowed else "it takes none"
+    return invalid_input(
+        f"Unknown query parameter {said}: {takes}.",
+        fix="remove the parameter, or spell it as /openapi.json does",
+    )
+
+
 def malformed_json() -> ApiProblem:
     """400: the body is not well-formed JSON (a document that parses but breaks the schema is
     a 422: the request was read, and is wrong)."""

@@ -4,7 +4,10 @@ thread (the demo and tests that need a real HTTP server on 127.0.0.1).
 Connection settings come from the environment (ledger.settings; docs/deploy.md, "Behind a
 load balancer"): X-Forwarded-Proto/-For are believed only from OUTCOMES_FORWARDED_ALLOW_IPS,
 and one process serves at most OUTCOMES_MAX_CONNECTIONS connections at once (past that,
-uvicorn answers 503 and closes the connection)."""
+uvicorn answers 503 and closes the connection). A connection that sends no request headers within
+OUTCOMES_HEADER_TIMEOUT_S is closed, one client address holds at most
+OUTCOMES_MAX_CONNECTIONS_PER_CLIENT, and connections that never asked make room for those that
+do (api.connections)."""
 
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ from typing import Any
 import uvicorn
 
 from api.app import create_app
+from api.connections import guarded_protocol
 from ledger.dispatch import Dispatcher
 from ledger.services.ledger import Ledger
 from ledger.settings import Settings, load_settings
@@ -53,6 +57,8 @@ def _config(
         # counted: one more, so that OUTCOMES_MAX_CONNECTIONS connections are all served.
         limit_concurrency=settings.max_connections + 1,
         timeout_keep_alive=max(1, round(settings.keep_alive_s)),
+        # The header timer, the per-address cap, idle connections making room (api.connections).
+        http=guarded_protocol(settings),
     )
 
 

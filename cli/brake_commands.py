@@ -12,6 +12,7 @@ from cli.errors import reports_errors
 from cli.output import emit_json, json_option
 from ledger.services import brakes
 from ledger.services.ledger import Ledger
+from ledger.tools import tool_names
 
 operator_option = click.option(
     "--operator",
@@ -33,13 +34,26 @@ def brake() -> None:
     help="global | tool:NAME | account:ID — which jobs the brake holds.",
 )
 @click.option("--reason", required=True, help="Why (shown to agents whose jobs are held).")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Pull it though the scope names no known tool or account (one that will exist).",
+)
 @operator_option
 @json_option
 @reports_errors
 @with_ledger
-def pull_command(ledger: Ledger, scope: str, reason: str, operator: str, as_json: bool) -> None:
+def pull_command(
+    ledger: Ledger, scope: str, reason: str, force: bool, operator: str, as_json: bool
+) -> None:
     """Pull a brake. When this returns, no job in scope starts; queued jobs end refused
     BRAKE_ENGAGED when a worker reaches them, and new submits are refused."""
+    why = None if force else brakes.unknown_scope(ledger, scope, tool_names())
+    if why is not None:
+        raise click.ClickException(
+            f"brake scope {scope.strip()}: {why}; check the name, or pass --force if the "
+            "brake is meant for one that will exist"
+        )
     view = brakes.pull(ledger, scope, reason, operator)
     if as_json:
         emit_json({"brake_id": view.brake_id})

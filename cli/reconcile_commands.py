@@ -10,7 +10,7 @@ from cli.home_records import BeatingRunner, Heartbeat
 from cli.output import emit_json, json_option
 from cli.params import FiniteFloatRange
 from cli.stopping import stop_on_signals
-from cli.webhook_sender import HttpxSender
+from cli.webhook_sender import WebhookSender
 from ledger.services import admin
 from ledger.services.reconcile import (
     INTERVAL_S,
@@ -96,7 +96,7 @@ def reconcile(once: bool, interval: float, as_json: bool) -> None:
                 f"{result.relayed} relayed" + "".join(f"\n  {line}" for line in result.recorded)
             )
 
-    relay = WebhookRelay(ledger, HttpxSender(), webhook_policy(settings))
+    relay = WebhookRelay(ledger, WebhookSender(), webhook_policy(settings))
     if once:
         report(runner.run_once())
         relay.relay_once()

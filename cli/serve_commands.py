@@ -23,7 +23,7 @@ from cli.home_records import (
     record_serve,
 )
 from cli.processes import exit_on_sigterm, start_worker, stop
-from cli.webhook_sender import HttpxSender
+from cli.webhook_sender import WebhookSender
 from ledger.clock import format_time, now
 from ledger.services import admin
 from ledger.services.reconcile import INTERVAL_S, policy_from
@@ -81,7 +81,7 @@ def serve(host: str, port: int, api_only: bool) -> None:
     policy = policy_from(settings)
     heartbeat = Heartbeat("outcomes serve", INTERVAL_S)
     reconciler = BeatingRunner(ledger, dispatcher, policy, heartbeat)
-    relay = WebhookRelay(ledger, HttpxSender(), webhook_policy(settings))
+    relay = WebhookRelay(ledger, WebhookSender(), webhook_policy(settings))
     heartbeat.start()
     reconciler.start()
     relay.start()  # webhook deliveries (docs/webhooks.md), beside the reconciler

@@ -95,7 +95,34 @@ def tool_refusal(spec: ToolSpec | None, caller: Caller, request: JobRequest) -> 
         spec.args_model.model_validate(request.args)
     except ValidationError as exc:
         return args_refusal(request.tool, exc)
-    return budget_refusal(spec, request)
+    return unknown_args_refusal(spec, request) or budget_refusal(spec, request)
+
+
+def unknown_args_refusal(spec: ToolSpec, request: JobRequest) -> ErrorInfo | None:
+    """An argument the tool's model does not name is refused (issue 47: `{"isue": 1}` beside
+    `issue_ref` was dropped and the call accepted), unless the model says what to do with
+    extras itself (`extra="allow"`, or `"ignore"` written out)."""
+    model = spec.args_model
+    if model.model_config.get("extra") is not None:
+        return None  # "forbid" refused them already; "allow"/"ignore" chosen by the tool
+    known: set[str] = set()
+    for name, field in model.model_fields.items():
+        known.add(name)
+        for alias in (field.alias, field.validation_alias):
+            if isinstance(alias, str):
+                known.add(alias)
+    unknown = sorted(key for key in request.args if key not in known)
+    if not unknown:
+        return None
+    names = ", ".join(repr(key[:40]) for key in unknown[:5])
+    more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
+    return ErrorInfo(
+        code=Code.INPUT_INVALID,
+        dependency=request.tool,
+        operation="validate the arguments",
+        fix=f"send only the arguments {request.tool} takes: {', '.join(sorted(known)) or 'none'}",
+        message=f"The tool {request.tool!r} takes no argument {names}{more}.",
+    )
 
 
 def budget_refusal(spec: ToolSpec, request: JobRequest) -> ErrorInfo | None:

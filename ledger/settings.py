@@ -30,6 +30,12 @@ MAX_CONNECTIONS = 1000
 # closes first: a server that closes the moment a client reuses the connection fails that
 # request (uvicorn's own default, 5 s, races httpx's exactly).
 KEEP_ALIVE_S = 75.0
+# A connection must have sent a request's headers this long after it opened (or after its
+# request began): one that sends nothing, or drips, is closed (docs/deploy.md).
+HEADER_TIMEOUT_S = 10.0
+# Connections one client address may hold at once (the proxies in OUTCOMES_FORWARDED_ALLOW_IPS
+# are exempt: every client behind them shares their address).
+MAX_CONNECTIONS_PER_CLIENT = 100
 
 
 def _raw(name: str) -> str | None:
@@ -210,6 +216,8 @@ class Settings:
     allowed_hosts: frozenset[str] = frozenset()  # Host names /mcp answers (empty: see there)
     max_connections: int = MAX_CONNECTIONS  # per API process
     keep_alive_s: float = KEEP_ALIVE_S  # idle kept-alive connections (OUTCOMES_KEEP_ALIVE_S)
+    header_timeout_s: float = HEADER_TIMEOUT_S  # to a request's whole headers
+    max_connections_per_client: int = MAX_CONNECTIONS_PER_CLIENT  # per client address
     # Webhook deliveries (docs/webhooks.md): retried this long after the first attempt, with
     # a backoff doubling from `webhook_backoff_s` up to its max; then the endpoint is disabled.
     webhook_retry_for_s: float = 86400.0
@@ -261,6 +269,10 @@ def load_settings() -> Settings:
         allowed_hosts=_hosts(),
         max_connections=_count("OUTCOMES_MAX_CONNECTIONS", MAX_CONNECTIONS, 1, 1_000_000),
         keep_alive_s=_seconds("OUTCOMES_KEEP_ALIVE_S", KEEP_ALIVE_S, 3600.0),
+        header_timeout_s=_seconds("OUTCOMES_HEADER_TIMEOUT_S", HEADER_TIMEOUT_S, 300.0),
+        max_connections_per_client=_count(
+            "OUTCOMES_MAX_CONNECTIONS_PER_CLIENT", MAX_CONNECTIONS_PER_CLIENT, 1, 1_000_000
+        ),
         webhook_retry_for_s=_seconds("OUTCOMES_WEBHOOK_RETRY_FOR_S", 86400.0, 30 * 86400.0),
         webhook_backoff_s=_seconds("OUTCOMES_WEBHOOK_BACKOFF_S", 5.0),
         webhook_backoff_max_s=_seconds("OUTCOMES_WEBHOOK_BACKOFF_MAX_S", 3600.0),

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import ipaddress
 import socket
+import threading
 from collections.abc import Callable, Iterable
 from urllib.parse import urlsplit
 
@@ -20,9 +21,47 @@ Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 Resolve = Callable[[str, int], Iterable[str]]
 
 
+MAX_PENDING_LOOKUPS = 32  # name resolutions given up on but still running, at most
+
+
 def _resolve(host: str, port: int) -> list[str]:
     infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     return [str(info[4][0]) for info in infos]
+
+
+_pending = threading.BoundedSemaphore(MAX_PENDING_LOOKUPS)
+
+
+def resolve_within(timeout_s: float) -> Resolve:
+    """`_resolve` bounded in time: the system resolver has no deadline of its own (a name
+    server that never answers holds getaddrinfo for its retries), so it runs on a thread of
+    its own and is given up on at the deadline (OSError). A lookup given up on finishes on its
+    own; past MAX_PENDING_LOOKUPS of them, new ones are refused at once."""
+
+    def resolve(host: str, port: int) -> list[str]:
+        if not _pending.acquire(blocking=False):
+            raise OSError("too many name resolutions pending")
+        found: list[str] = []
+        failed: list[BaseException] = []
+        done = threading.Event()
+
+        def lookup() -> None:
+            try:
+                found.extend(_resolve(host, port))
+            except (OSError, UnicodeError) as exc:
+                failed.append(exc)
+            finally:
+                _pending.release()
+                done.set()
+
+        threading.Thread(target=lookup, name="webhook-dns", daemon=True).start()
+        if not done.wait(max(0.0, timeout_s)):
+            raise OSError(f"no answer within {timeout_s:g} s")
+        if failed:
+            raise failed[0]
+        return found
+
+    return resolve
 
 
 @functools.cache

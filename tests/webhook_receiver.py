@@ -5,6 +5,7 @@ keeps what it got. `down` makes it answer 503 (an endpoint that is away)."""
 from __future__ import annotations
 
 import http.server
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -84,6 +85,63 @@ def receiving() -> Iterator[Receiver]:
         server.shutdown()
         server.server_close()
         thread.join(5)
+
+
+@contextmanager
+def raw_receiving(answer: Callable[[socket.socket, threading.Event], None]) -> Iterator[str]:
+    """A receiver that answers each connection with `answer(connection, stopping)` after
+    reading the request's first bytes: for receivers no real server would be (one dripping
+    its answer, one answering 100 MB). Yields its URL."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    stopping = threading.Event()
+    requests: list[bytes] = []
+
+    def serve(connection: socket.socket) -> None:
+        with connection:
+            try:
+                connection.settimeout(10)
+                requests.append(connection.recv(65536))
+                answer(connection, stopping)
+            except OSError:
+                pass  # the sender gave up on it: what these receivers are for
+
+    def accept() -> None:
+        while not stopping.is_set():
+            try:
+                connection, _ = listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=serve, args=(connection,), daemon=True).start()
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}/hooks"
+    finally:
+        stopping.set()
+        listener.close()
+        thread.join(5)
+
+
+def dripping(connection: socket.socket, stopping: threading.Event) -> None:
+    """A status line a byte every half second, for a minute: never an answer in time."""
+    for byte in b"HTTP/1.1 200 OK\r\n" * 10:
+        if stopping.wait(0.5):
+            return
+        connection.sendall(bytes([byte]))
+
+
+HUGE = 100 * 1024 * 1024
+
+
+def huge(connection: socket.socket, stopping: threading.Event) -> None:
+    """A 2xx answer with a 100 MB body, sent as fast as it is read."""
+    connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % HUGE)
+    block = bytes(64 * 1024)
+    for _ in range(HUGE // len(block)):
+        if stopping.is_set():
+            return
+        connection.sendall(block)
 
 
 def wait_until(check: Callable[[], bool], timeout_s: float = 20.0) -> bool:

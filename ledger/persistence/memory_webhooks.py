@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+import functools
+from collections.abc import Callable, Collection, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -81,7 +82,12 @@ class MemoryWebhookWrites(MemoryWebhookReads):
         return added
 
     def claim_deliveries(
-        self, at: datetime, until: datetime, claimer: str, limit: int
+        self,
+        at: datetime,
+        until: datetime,
+        claimer: str,
+        limit: int,
+        exclude: Collection[str] = (),
     ) -> list[Delivery]:
         hooks = self.state.webhooks
         due = sorted(
@@ -89,6 +95,7 @@ class MemoryWebhookWrites(MemoryWebhookReads):
                 d
                 for key, d in self.state.deliveries.items()
                 if d.state == "pending"
+                and d.webhook_id not in exclude
                 and d.next_attempt_at <= at
                 and (key not in self.state.claims or self.state.claims[key][1] < at)
                 and d.webhook_id in hooks
@@ -99,6 +106,14 @@ class MemoryWebhookWrites(MemoryWebhookReads):
         for d in due:
             self._put(self.state.claims, (d.webhook_id, d.event_id), (claimer, until))
         return due
+
+    def release_claims(self, keys: Sequence[tuple[str, str]], claimer: str) -> None:
+        claims = self.state.claims
+        for key in keys:
+            held = claims.get(key)
+            if held is not None and held[0] == claimer:
+                del claims[key]
+                self.undo.append(functools.partial(claims.__setitem__, key, held))
 
     def finish_attempt(self, attempt: Attempt, settled: Settled) -> bool:
         self.state.attempts.append(attempt)

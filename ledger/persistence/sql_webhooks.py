@@ -9,7 +9,7 @@ time. Times are aware UTC, stored as SQLite's text (which compares in order) or 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -174,7 +174,12 @@ class SqlWebhookWrites(SqlWebhookReads):
         return len(self.conn.execute(statement).all())
 
     def claim_deliveries(
-        self, at: datetime, until: datetime, claimer: str, limit: int
+        self,
+        at: datetime,
+        until: datetime,
+        claimer: str,
+        limit: int,
+        exclude: Collection[str] = (),
     ) -> list[Delivery]:
         free = or_(_D.claimed_until.is_(None), _D.claimed_until < at)
         due = (
@@ -189,6 +194,8 @@ class SqlWebhookWrites(SqlWebhookReads):
             .order_by(_D.position)
             .limit(limit)
         )
+        if exclude:
+            due = due.where(_D.webhook_id.not_in(sorted(exclude)))
         keys = [(row.webhook_id, row.event_id) for row in self.conn.execute(due)]
         if not keys:
             return []
@@ -204,6 +211,19 @@ class SqlWebhookWrites(SqlWebhookReads):
             .order_by(_D.position)
         )
         return [_delivery(row) for row in self.conn.execute(mine)]
+
+    def release_claims(self, keys: Sequence[tuple[str, str]], claimer: str) -> None:
+        if not keys:
+            return
+        self.conn.execute(
+            update(webhook_deliveries)
+            .where(
+                tuple_(_D.webhook_id, _D.event_id).in_(list(keys)),
+                _D.claimed_by == claimer,
+                _D.state == "pending",
+            )
+            .values(claimed_by=None, claimed_until=None)
+        )
 
     def finish_attempt(self, attempt: Attempt, settled: Settled) -> bool:
         self.conn.execute(

@@ -7,7 +7,7 @@ webhook and outcome event: the claim) and their attempts. `Reads` and `Writes`
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 
 from ledger.webhook_view import WebhookView
@@ -60,11 +60,21 @@ class WebhookWrites(ABC):
 
     @abstractmethod
     def claim_deliveries(
-        self, at: datetime, until: datetime, claimer: str, limit: int
+        self,
+        at: datetime,
+        until: datetime,
+        claimer: str,
+        limit: int,
+        exclude: Collection[str] = (),
     ) -> list[Delivery]:
         """Claim, until `until`, at most `limit` pending deliveries of active webhooks that
         are due at `at` and that no other claim holds (an expired one does not hold), the
-        oldest outcome first."""
+        oldest outcome first; none of the webhooks in `exclude` (the claimer's busy ones)."""
+
+    @abstractmethod
+    def release_claims(self, keys: Sequence[tuple[str, str]], claimer: str) -> None:
+        """Let go of these deliveries' claims (webhook id, event id) where `claimer` still
+        holds them, unattempted: another pass or relay may claim them at once."""
 
     @abstractmethod
     def finish_attempt(self, attempt: Attempt, settled: Settled) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ledger import event_log
@@ -29,6 +30,22 @@ def pull(ledger: Ledger, scope: str, reason: str, operator: str) -> BrakeView:
         pulled = tx.append(brake_stream(brake_id), [event], NO_STREAM).brake
     event_log.brake(pulled, "pulled")
     return pulled
+
+
+def unknown_scope(ledger: Ledger, scope: str, tools: Iterable[str] = ()) -> str | None:
+    """Why `scope` names nothing known, or None: a tool that neither `tools` (this process's)
+    nor any job of the ledger names, an account no token belongs to. A brake on one holds
+    nothing (issue 47: `tool:nope.x` was pulled, and held nothing)."""
+    scope = parse_scope(scope)
+    kind, _, name = scope.partition(":")
+    with ledger.store.reading() as reads:
+        if kind == "tool":
+            known = set(tools) | {count.tool for count in reads.count_jobs()}
+            if name not in known:
+                return f"no tool {name!r} is loaded here or named by any job"
+        elif kind == "account" and name not in {t.account for t in reads.tokens()}:
+            return f"no token belongs to account {name!r}"
+    return None
 
 
 def release(ledger: Ledger, brake_id: str, reason: str, operator: str) -> BrakeView:

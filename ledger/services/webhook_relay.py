@@ -7,9 +7,12 @@ Each pass does two things:
   delivery for each webhook of the job's account registered before the outcome: the body is
   the terminal envelope as `GET /v1/jobs/{id}` answers it, the same on every try. The cursor
   moves in the same transaction. Without active webhooks nothing is written.
-- **Deliver.** Claim the due deliveries (a claim row per delivery, held for one attempt's
-  time: a second relay skips them, and takes them over only if this one dies), then attempt
-  each on a small pool of threads: the SSRF rule again, the secret opened, the Standard
+- **Deliver.** Claim the due deliveries (a claim row per delivery, held for the attempts'
+  time: a second relay skips them, and takes them over only if this one dies), never of a
+  webhook this relay is still attempting, then attempt each webhook's on a thread of its own,
+  waiting for them at most PASS_WAIT_S (one slow receiver never holds a pass; issue 47, M2).
+  Each attempt has one deadline (OUTCOMES_WEBHOOK_TIMEOUT_S) over all of it: the SSRF rule again
+  (its name resolution bounded too), the secret opened, the Standard
   Webhooks headers (`webhook-id` is the outcome event's id, for receivers to deduplicate),
   a POST through the `Sender` port. Every attempt is recorded with its HTTP status or error
   and duration. A failure is tried again after a backoff doubling from
@@ -26,7 +29,7 @@ import threading
 import time
 import uuid
 from collections import defaultdict
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -36,7 +39,7 @@ from ledger.job_view import envelope
 from ledger.services import webhooks
 from ledger.services.ledger import Ledger
 from ledger.settings import Settings
-from ledger.webhook_targets import check_target
+from ledger.webhook_targets import check_target, resolve_within
 from ledger.webhook_view import WebhookView
 from ledger.webhooks import (
     Attempt,
@@ -57,6 +60,7 @@ MAX_PAGES = 20  # per pass: the rest waits for the next one
 ROUNDS = 4  # deliveries claimed per pass: this many for each thread
 CLAIM_MARGIN_S = 30.0  # a claim outlives the pass's attempts' timeouts by this much
 INTERVAL_S = 1.0
+PASS_WAIT_S = 1.0  # a pass waits this long for its attempts; slower ones go on without it
 
 
 def policy_from(settings: Settings) -> DeliveryPolicy:
@@ -75,6 +79,7 @@ class RelayPass:
     attempted: int = 0
     delivered: int = 0
     disabled: int = 0
+    claimed: int = 0
 
 
 class WebhookRelay:
@@ -93,7 +98,12 @@ class WebhookRelay:
         self.interval_s = interval_s
         # Whose claim a delivery is: two relays of one process are two claimers too.
         self.name = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self.threads = threads
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="webhook")
+        # The webhooks whose attempts are under way here (a thread each): not claimed again
+        # until they are done.
+        self._busy: set[str] = set()
+        self._lock = threading.Lock()
         self.batch = threads * ROUNDS
         # Held while the pass's attempts run, each thread's one after another, all timing out
         # at worst: a claim must not lapse while its attempt is still to come.
@@ -165,7 +175,9 @@ class WebhookRelay:
         return added, more
 
     def deliver(self, result: RelayPass | None = None) -> RelayPass:
-        """Claim what is due and attempt each; wait for the attempts."""
+        """Claim what is due and attempt it: a task per webhook, its deliveries one after
+        another; wait for the attempts at most PASS_WAIT_S. A slower webhook's task goes on
+        without the pass, and the passes after it claim around it (issue 47, M2)."""
         result = result or RelayPass()
         if self.ledger.secrets is None:
             # Nothing could be signed: no attempt is made (none counts toward disabling).
@@ -173,44 +185,94 @@ class WebhookRelay:
                 log.warning("webhook relay: no secrets key (OUTCOMES_SECRETS_KEY): not delivering")
                 self._warned = True
             return result
+        with self._lock:
+            busy = set(self._busy)
+        free = self.threads - len(busy)
+        if free <= 0:
+            return result
         moment = now()
         until = moment + timedelta(seconds=self.claim_s)
         with self.ledger.store.transaction() as tx:
-            claimed = tx.claim_deliveries(moment, until, self.name, self.batch)
+            claimed = tx.claim_deliveries(moment, until, self.name, free * ROUNDS, exclude=busy)
             hooks = {d.webhook_id: tx.webhook(d.webhook_id) for d in claimed}
-        futures = [
-            self._pool.submit(self._attempt, d, hook)
-            for d in claimed
-            if (hook := hooks[d.webhook_id]) is not None
-        ]
-        for future in futures:
-            delivered, disabled = future.result()
-            result.attempted += 1
-            result.delivered += delivered
-            result.disabled += disabled
+        result.claimed += len(claimed)
+        groups: dict[str, list[Delivery]] = defaultdict(list)
+        for delivery in claimed:
+            groups[delivery.webhook_id].append(delivery)
+        tasks: list[tuple[WebhookView, list[Delivery]]] = []
+        let_go: list[Delivery] = []
+        for webhook_id, group in groups.items():
+            hook = hooks[webhook_id]
+            if hook is None or len(tasks) >= free:
+                let_go += group
+                continue
+            # A claim lasts ROUNDS attempts' time: no more than that of one webhook at once.
+            tasks.append((hook, group[:ROUNDS]))
+            let_go += group[ROUNDS:]
+        self._release(let_go)
+        with self._lock:
+            self._busy.update(hook.webhook_id for hook, _ in tasks)
+        futures = [self._pool.submit(self._attempt_all, hook, group) for hook, group in tasks]
+        done, _ = wait(futures, timeout=PASS_WAIT_S)
+        for future in done:
+            counts = future.result()
+            result.attempted += counts.attempted
+            result.delivered += counts.delivered
+            result.disabled += counts.disabled
         return result
+
+    def _release(self, deliveries: list[Delivery]) -> None:
+        if deliveries:
+            with self.ledger.store.transaction() as tx:
+                tx.release_claims([(d.webhook_id, d.event_id) for d in deliveries], self.name)
+
+    def _attempt_all(self, hook: WebhookView, group: list[Delivery]) -> RelayPass:
+        """One webhook's claimed deliveries in order, until one fails (the rest are let go
+        of, to be tried again on their own schedule)."""
+        counts = RelayPass()
+        try:
+            for index, delivery in enumerate(group):
+                delivered, disabled = self._attempt(delivery, hook)
+                counts.attempted += 1
+                counts.delivered += delivered
+                counts.disabled += disabled
+                if not delivered:
+                    self._release(group[index + 1 :])
+                    break
+        finally:
+            with self._lock:
+                self._busy.discard(hook.webhook_id)
+        return counts
 
     def _attempt(self, delivery: Delivery, hook: WebhookView) -> tuple[bool, bool]:
         number = delivery.attempts + 1
         started = now()
         clock = time.perf_counter()
+        # One deadline over the whole attempt: the name's resolution, the connection, TLS,
+        # sending, and the answer's status line (the sender reads no more than a few KB).
+        deadline = time.monotonic() + self.policy.timeout_s
         status: int | None = None
         error: str | None = None
         try:
             # DNS may have moved since the registration: checked again, and the attempt
             # connects to the address checked (pinned), not to a second resolution.
-            address = check_target(hook.url, self.policy.allow_hosts)
+            address = check_target(
+                hook.url, self.policy.allow_hosts, resolve_within(self.policy.timeout_s)
+            )
             secret = open_secret(hook.secret, hook.webhook_id, self.ledger.secrets)
             headers = signed_headers(secret, delivery.event_id, delivery.body, started)
-            status = self.sender.post(
-                hook.url, delivery.body.encode(), headers, self.policy.timeout_s, address
-            )
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise WebhookSendError(f"no answer within {self.policy.timeout_s:g} s")
+            status = self.sender.post(hook.url, delivery.body.encode(), headers, left, address)
             if not 200 <= status < 300:
                 error = f"HTTP {status}"
         except WebhookTargetError as exc:
             error = f"refused: {exc}"
         except (WebhookSendError, SecretUnavailableError) as exc:
             error = str(exc) or type(exc).__name__
+            if time.monotonic() >= deadline:  # the sender had what was left of it
+                error = f"no answer within {self.policy.timeout_s:g} s"
         attempt = Attempt(
             webhook_id=delivery.webhook_id,
             event_id=delivery.event_id,
@@ -254,7 +316,7 @@ class WebhookRelay:
             busy = False
             try:
                 done = self.relay_once()
-                busy = done.attempted >= self.batch or done.enqueued > 0
+                busy = done.claimed > 0 or done.enqueued > 0
             except LedgerError as exc:
                 log.warning("webhook relay pass failed: %s: %s; retrying", type(exc).__name__, exc)
             except Exception:  # a bug, not a blip: keep its traceback and the loop

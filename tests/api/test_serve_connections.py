@@ -201,3 +201,94 @@ def test_a_cap_above_the_open_file_limit_is_said_at_startup(
     assert connection_warning(load_settings()) is not None  # 1000 + the spare files > 1024
     monkeypatch.setenv("OUTCOMES_MAX_CONNECTIONS", "500")
     assert connection_warning(load_settings()) is None
+
+
+# --- M1: connections that never ask (api.connections; docs/security.md) ---------------------
+
+
+def connect(base: str, source: str = "127.0.0.1") -> socket.socket:
+    """A connection from `source` (any 127.x address is this host's loopback, so a test can
+    be many clients)."""
+    address = ("127.0.0.1", httpx.URL(base).port or 80)
+    return socket.create_connection(address, timeout=10, source_address=(source, 0))
+
+
+def closed_by_server(connection: socket.socket) -> bool:
+    try:
+        return connection.recv(65536) == b""
+    except ConnectionResetError:
+        return True
+
+
+def test_fifty_idle_sockets_against_a_cap_of_twenty_leave_healthz_answering(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The finding: 20 connections that never send a byte made every request a 503. Now the
+    oldest that never asked makes room, per address and process-wide."""
+    monkeypatch.setenv("OUTCOMES_MAX_CONNECTIONS", "20")
+    with background(ledger) as base:
+        idle = [connect(base) for _ in range(50)]  # one address
+        idle += [connect(base, f"127.0.0.{10 + n}") for n in range(25)]  # many addresses
+        try:
+            started = time.monotonic()
+            answer = httpx.get(f"{base}/healthz", timeout=5)
+            assert answer.status_code == 200, answer.text
+            assert time.monotonic() - started < 5
+            # And again from a fresh address, on a kept-alive connection that asks twice.
+            with connect(base, "127.0.0.77") as asking:
+                assert ask(asking) == b"HTTP/1.1 200 OK"
+                assert ask(asking) == b"HTTP/1.1 200 OK"
+        finally:
+            for connection in idle:
+                connection.close()
+
+
+def test_a_connection_that_sends_no_headers_in_time_is_closed(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OUTCOMES_HEADER_TIMEOUT_S", "1")
+    with background(ledger) as base:
+        with connect(base) as silent:
+            assert closed_by_server(silent)  # within the socket's 10 s, or recv raises
+        with connect(base) as dripping:
+            request = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Pad: " + b"a" * 100
+            closed = False
+            for byte in request:  # 100+ bytes at 0.05 s: past the 1 s timer, never complete
+                try:
+                    dripping.sendall(bytes([byte]))
+                except (BrokenPipeError, ConnectionResetError):
+                    closed = True
+                    break
+                time.sleep(0.05)  # the drip's pace, not a wait for the server
+            assert closed or closed_by_server(dripping)
+        with connect(base) as asking:  # one that asks in time is served, twice
+            assert ask(asking) == b"HTTP/1.1 200 OK"
+            assert ask(asking) == b"HTTP/1.1 200 OK"
+
+
+def test_one_address_holds_at_most_its_connections_except_a_trusted_proxy(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OUTCOMES_MAX_CONNECTIONS", "10")
+    monkeypatch.setenv("OUTCOMES_MAX_CONNECTIONS_PER_CLIENT", "2")
+    with background(ledger) as base:
+        held = [connect(base) for _ in range(2)]
+        try:
+            for connection in held:
+                assert ask(connection) == b"HTTP/1.1 200 OK"
+            with connect(base) as third:  # every one of this address's is busy: 503
+                assert ask(third) == b"HTTP/1.1 503 Service Unavailable"
+            with connect(base, "127.0.0.2") as other:  # another address is served
+                assert ask(other) == b"HTTP/1.1 200 OK"
+        finally:
+            for connection in held:
+                connection.close()
+    monkeypatch.setenv("OUTCOMES_FORWARDED_ALLOW_IPS", "127.0.0.1")  # the proxy: exempt
+    with background(ledger) as base:
+        held = [connect(base) for _ in range(4)]
+        try:
+            for connection in held:
+                assert ask(connection) == b"HTTP/1.1 200 OK"
+        finally:
+            for connection in held:
+                connection.close()

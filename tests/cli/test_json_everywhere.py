@@ -55,14 +55,16 @@ def test_every_json_output_parses(outcomes: Invoke, database_url: str, scratch: 
         outcomes("tokens", "create", "--account", "acme", "--role", "agent", "--json").stdout
     )
     pulled = orjson.loads(
-        outcomes("brake", "pull", "--scope", "account:nobody", "--reason", "r", "--json").stdout
+        outcomes(
+            "brake", "pull", "--scope", "account:nobody", "--reason", "r", "--force", "--json"
+        ).stdout
     )
     hook = registered_webhook(database_url)
     runs = {
         "migrate": ["migrate"],
         "rebuild": ["rebuild"],
         "reconcile": ["reconcile", "--once"],
-        "brake pull": ["brake", "pull", "--scope", "account:other", "--reason", "r"],
+        "brake pull": ["brake", "pull", "--scope", "account:other", "--reason", "r", "--force"],
         "brake release": ["brake", "release", pulled["brake_id"], "--reason", "r"],
         "brake status": ["brake", "status"],
         "jobs show": ["jobs", "show", job_id],
@@ -104,7 +106,7 @@ def test_status_on_one_screen(
     outcomes: Invoke, database_url: str, scratch: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     accepted_job(database_url)
-    outcomes("brake", "pull", "--scope", "tool:x.y", "--reason", "incident 9")
+    outcomes("brake", "pull", "--scope", "tool:x.y", "--reason", "incident 9", "--force")
     args = ["status", "--api-url", "http://127.0.0.1:9", "--timeout", "0.2", "--json"]
     answered = outcomes(*args, ok=False)
     assert answered.exit_code == EXIT_NOT_READY  # the API is not ready; the rest is printed

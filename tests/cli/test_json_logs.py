@@ -26,7 +26,9 @@ def json_logs(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 
 def test_brake_changes_are_json_lines_on_stderr(outcomes: Invoke, json_logs: None) -> None:
-    pulled = outcomes("brake", "pull", "--scope", "tool:x.y", "--reason", "runaway", "--json")
+    pulled = outcomes(
+        "brake", "pull", "--scope", "tool:x.y", "--reason", "runaway", "--force", "--json"
+    )
     brake_id = orjson.loads(pulled.stdout)["brake_id"]
     released = outcomes("brake", "release", brake_id, "--reason", "fixed", "--json")
     orjson.loads(released.stdout)

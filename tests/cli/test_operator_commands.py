@@ -93,6 +93,23 @@ def test_brake_pull_status_release(outcomes: Invoke, database_url: str) -> None:
     assert again.exit_code != 0 and "already released" in again.output
 
 
+def test_a_brake_on_a_scope_naming_nothing_known_needs_force(
+    outcomes: Invoke, database_url: str
+) -> None:
+    """Issue 47: `brake pull --scope tool:nope.x` exited 0, holding nothing."""
+    accepted_job(database_url)  # clitest.note is known by its job
+    for scope in ("tool:nope.x", "account:nobody-yet"):
+        refused = outcomes("brake", "pull", "--scope", scope, "--reason", "r", ok=False)
+        assert refused.exit_code != 0, refused.output
+        assert "--force" in refused.output and scope in refused.output
+    assert orjson.loads(outcomes("brake", "status", "--json").stdout)["brakes"] == []
+    forced = outcomes("brake", "pull", "--scope", "tool:nope.x", "--reason", "r", "--force")
+    assert forced.exit_code == 0
+    known = outcomes("brake", "pull", "--scope", "tool:clitest.note", "--reason", "r")
+    assert known.exit_code == 0
+    assert len(orjson.loads(outcomes("brake", "status", "--json").stdout)["brakes"]) == 2
+
+
 @pytest.mark.parametrize(
     "args",
     [

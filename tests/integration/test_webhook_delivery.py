@@ -5,13 +5,14 @@ relay delivering over httpx, and what the ledger records of each attempt."""
 from __future__ import annotations
 
 import time
+import tracemalloc
 
 import orjson
 import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from cli.webhook_sender import HttpxSender
+from cli.webhook_sender import WebhookSender
 from ledger.decisions import Caller, JobRequest
 from ledger.events import job_stream
 from ledger.job_view import envelope
@@ -25,7 +26,14 @@ from ledger.webhooks import DeliveryPolicy
 from tests.factories import started, succeeded
 from tests.plugins.api import Tokens, bearer
 from tests.tools import ECHO
-from tests.webhook_receiver import Receiver, receiving, wait_until
+from tests.webhook_receiver import (
+    Receiver,
+    dripping,
+    huge,
+    raw_receiving,
+    receiving,
+    wait_until,
+)
 
 LOOPBACK = frozenset({"127.0.0.1"})
 JOBS = 50
@@ -38,7 +46,7 @@ def policy(**changes: float) -> DeliveryPolicy:
 
 
 def relay(store: SqlStore, **changes: float) -> WebhookRelay:
-    return WebhookRelay(Ledger(store), HttpxSender(), policy(**changes), interval_s=0.05)
+    return WebhookRelay(Ledger(store), WebhookSender(), policy(**changes), interval_s=0.05)
 
 
 def register(store: SqlStore, receiver: Receiver, account: str = "acme") -> str:
@@ -183,7 +191,7 @@ def test_a_host_the_ssrf_rule_refuses_at_delivery_is_never_sent_to(store: SqlSto
     with receiving() as receiver:
         hook = register(store, receiver)
         run_jobs(store, 1)
-        strict = WebhookRelay(Ledger(store), HttpxSender(), DeliveryPolicy(backoff_s=60.0))
+        strict = WebhookRelay(Ledger(store), WebhookSender(), DeliveryPolicy(backoff_s=60.0))
         try:
             assert strict.relay_once().attempted == 1
         finally:
@@ -195,6 +203,66 @@ def test_a_host_the_ssrf_rule_refuses_at_delivery_is_never_sent_to(store: SqlSto
     assert attempt.error is not None and attempt.error.startswith("refused:")
     assert "loopback" in attempt.error
     assert log.delivery.state == "pending"
+
+
+def test_a_dripping_receiver_holds_neither_its_attempt_nor_another_accounts_delivery(
+    store: SqlStore,
+) -> None:
+    """Issue 47, M2: a receiver dripping its status line a byte every half second held its
+    attempt for as long as it dripped (recorded as delivered) and every other delivery behind
+    it. Now its attempt ends at the deadline, failed, and another account's delivery does not
+    wait for it."""
+    with raw_receiving(dripping) as slow_url, receiving() as other:
+        made = webhooks.register(Ledger(store), "acme", slow_url, "tests", LOOPBACK)
+        slow = made.view.webhook_id
+        register(store, other, account="globex")
+        relaying = relay(store, timeout_s=3.0, backoff_s=60.0)
+        relaying.start()
+        try:
+            run_jobs(store, 2)  # acme's, the dripper's: held by its task, not by the pass
+            assert wait_until(lambda: slow in relaying._busy, 10)
+            started = time.monotonic()
+            run_jobs(store, 1, account="globex")
+            assert wait_until(lambda: len(other.unique()) == 1, 10)
+            assert time.monotonic() - started < 5  # the issue's bound; it took 77 s
+            assert wait_until(lambda: slow not in relaying._busy, 10)
+        finally:
+            relaying.stop()
+    logs = webhooks.deliveries(Ledger(store), slow, None)
+    attempted = [a for log in logs for a in log.attempts]
+    # The first attempt failed at its deadline. (The second delivery, let go of when the
+    # first failed, may have had its own, cut short when the receiver closed.)
+    first = min(attempted, key=lambda a: a.at)
+    assert (first.status, first.error) == (None, "no answer within 3 s")
+    assert first.duration_ms < (3 + 1) * 1000
+    assert all(a.status is None for a in attempted)
+    assert sorted(log.delivery.state for log in logs) == ["pending", "pending"]
+
+
+def test_a_hundred_megabyte_answer_stays_out_of_the_relays_memory(store: SqlStore) -> None:
+    """Issue 47, M2: a 100 MB answer added 200 MB to the serving process. The relay reads a
+    few KB of it; the process's Python allocations grow by less than 50 MB."""
+    with raw_receiving(huge) as url:
+        made = webhooks.register(Ledger(store), "acme", url, "tests", LOOPBACK)
+        run_jobs(store, 1)
+        relaying = relay(store, timeout_s=10.0)
+        tracemalloc.start()
+        try:
+            assert wait_until(
+                lambda: (
+                    [
+                        log.delivery.state
+                        for log in webhooks.deliveries(Ledger(store), made.view.webhook_id, None)
+                    ]
+                    == ["delivered"]
+                    or relaying.relay_once().delivered > 0
+                )
+            )
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+            relaying.stop()
+    assert peak < 50 * 1024 * 1024, peak
 
 
 def test_a_removed_webhook_gets_nothing_more(store: SqlStore) -> None:

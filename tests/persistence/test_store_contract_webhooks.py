@@ -105,6 +105,30 @@ def test_deliveries_are_recorded_once_and_claimed_by_one_claimer(any_store: Stor
     assert [d.event_id for d in again] == ["e2"]
 
 
+def test_a_claim_skips_the_claimers_busy_webhooks_and_a_claim_let_go_is_free(
+    any_store: Store,
+) -> None:
+    """One webhook's slow receiver never holds a relay's pass (issue 47, M2): the relay
+    claims around its busy webhooks, and lets go of what it claimed but will not attempt."""
+    hook(any_store, "h1")
+    hook(any_store, "h2", account="globex")
+    with any_store.transaction() as tx:
+        tx.add_deliveries([delivery("h1", "e1", 1), delivery("h2", "e2", 2)])
+        tx.add_deliveries([delivery("h1", "e3", 3)])
+    lease = T0 + timedelta(seconds=30)
+    with any_store.transaction() as tx:
+        others = tx.claim_deliveries(T0, lease, "relay-a", 10, exclude={"h1"})
+    assert [d.event_id for d in others] == ["e2"]
+    with any_store.transaction() as tx:
+        mine = tx.claim_deliveries(T0, lease, "relay-a", 10)
+        assert [d.event_id for d in mine] == ["e1", "e3"]
+        tx.release_claims([("h1", "e3")], "relay-b")  # not theirs to let go
+        assert tx.claim_deliveries(T0, lease, "relay-b", 10) == []
+        tx.release_claims([("h1", "e3")], "relay-a")
+        again = tx.claim_deliveries(T0, lease, "relay-b", 10)
+    assert [d.event_id for d in again] == ["e3"]
+
+
 def test_settled_deliveries_older_than_the_keeping_are_pruned_with_their_attempts(
     any_store: Store,
 ) -> None:
