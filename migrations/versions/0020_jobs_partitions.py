@@ -146,7 +146,9 @@ def _postgres_upgrade(size: int) -> None:
         op.execute(statement)
     op.execute(PARTITIONS_FUNCTIONS.read_text())
     bind = op.get_bind()
-    now_ms = int(bind.execute(sa.text("SELECT floor(extract(epoch FROM now()) * 1000)")).scalar())
+    now_ms = int(
+        bind.execute(sa.text("SELECT floor(extract(epoch FROM now()) * 1000)")).scalar_one()
+    )
     first = now_ms // size * size
     oldest = bind.execute(sa.text(OLDEST_V7)).scalar()
     if oldest is not None:
