@@ -18,8 +18,16 @@ Run:  .venv/bin/python -m bench.growth --stages 0,1000000 [--calls 400] [--archi
      (seconds, peak RSS) with the agent's loop running meanwhile (its p99 against idle);
    - the database's size and its bytes per job, by table.
 3. With `--archive`, after the last stage: `outcomes archive --before T --to DIR`, T the time
-   90% of the jobs were written by; the database's size before and after, `audit verify` of
-   the database and `audit verify --archive DIR`.
+   90% of the jobs were written by; the database's size (and each table's) before and after,
+   how much smaller, `audit verify` of the database and `audit verify --archive DIR`.
+   `--no-probes` skips step 2 (fill, then archive: the archive's figures alone, in minutes).
+
+The scratch ledger's partitions are sized to the run, so that an archive of 90% can take about
+90% (an archive takes whole ranges of the events and drops whole windows of the jobs):
+OUTCOMES_PARTITION_SIZE is a thirtieth of the events the largest stage writes
+(`--partition-size`), and OUTCOMES_JOBS_PARTITION_HOURS (`--jobs-partition-hours`, 0.01 by
+default: 36 s, a thirtieth of a 100k fill here) makes a window of `jobs` a few thousand jobs.
+A deployment keeps the defaults (a million positions, a day).
 
 Speed is measured, not asserted: it prints each goal as met or not and exits 0 either way.
 Goals at the largest stage: agent p99 <= 1.5x the empty ledger's; /readyz <= 50 ms; a scrape
@@ -32,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import tempfile
 import threading
 import uuid
@@ -147,12 +156,21 @@ def _ran(ran: Ran) -> dict[str, Any]:
     }
 
 
+def jobs_partitions(url: str) -> int:
+    with psycopg.connect(libpq_url(url)) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_inherits i WHERE i.inhparent = 'jobs'::regclass"
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
 def archive(url: str, env: dict[str, str], filled: Filled, share: float) -> dict[str, Any]:
     """Archive the jobs written before `share` of the fill, and what that did."""
     before_at = next(at for jobs, at in filled.marks if jobs >= share * filled.jobs)
     with psycopg.connect(libpq_url(url), autocommit=True) as conn:
         conn.execute("VACUUM")
-    size_before, _ = table_bytes(url)
+    size_before, tables_before = table_bytes(url)
+    parts_before = jobs_partitions(url)
     with tempfile.TemporaryDirectory(prefix="bench-growth-archive-") as folder:
         ran = run_command(["archive", "--before", before_at.isoformat(), "--to", folder], env)
         with psycopg.connect(libpq_url(url), autocommit=True) as conn:
@@ -166,7 +184,11 @@ def archive(url: str, env: dict[str, str], filled: Filled, share: float) -> dict
         "archive": _ran(ran),
         "db_bytes_before": size_before,
         "db_bytes_after": size_after,
+        "smaller": round(1 - size_after / size_before, 4) if size_before else None,
         "archive_bytes": files,
+        "jobs_partitions_before": parts_before,
+        "jobs_partitions_after": jobs_partitions(url),
+        "tables_before": tables_before,
         "tables_after": tables,
         "verify_db": _ran(verify_db),
         "verify_archive": _ran(verify_files),
@@ -179,10 +201,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--calls", type=int, default=400, help="agent calls timed per stage")
     parser.add_argument("--archive", action="store_true", help="archive 90%% at the end")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
+    parser.add_argument(
+        "--no-probes", action="store_true", help="fill (and archive) only: no deployment"
+    )
+    parser.add_argument(
+        "--partition-size", type=int, default=0, help="positions a partition (0: 1/30 of the run)"
+    )
+    parser.add_argument(
+        "--jobs-partition-hours", type=float, default=0.01, help="a window of jobs, in hours"
+    )
     options = parser.parse_args(argv)
     stages = [Stage(int(part)) for part in options.stages.split(",") if part.strip()]
+    largest = max((s.jobs for s in stages), default=0)
+    size = options.partition_size or max(1000, largest * 3 // 30)
+    # Fixed at the scratch ledger's first migration (below), in this process.
+    os.environ["OUTCOMES_PARTITION_SIZE"] = str(size)
+    os.environ["OUTCOMES_JOBS_PARTITION_HOURS"] = str(options.jobs_partition_hours)
+    result: dict[str, Any] = {
+        "partition_size": size,
+        "jobs_partition_hours": options.jobs_partition_hours,
+    }
     queue = f"bench-growth-{uuid.uuid4().hex[:8]}"
-    result: dict[str, Any] = {}
     with ExitStack() as stack:
         stack.callback(delete_queues, BROKER, [queue])
         logs = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-growth-")))
@@ -198,9 +237,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         for stage in stages:
             with open_ledger(url, pool_size=2) as ledger:
                 fill(ledger, stage.jobs, filled, say=say)
+            stage.figures["fill_s"] = round(filled.seconds, 1)
+            if options.no_probes:
+                stage.figures["db_bytes"], stage.figures["tables"] = table_bytes(url)
+                continue
             say(f"measuring at {stage.jobs} jobs")
             measure(stage, url, env, logs, options.calls)
-            stage.figures["fill_s"] = round(filled.seconds, 1)
         if options.archive and stages[-1].jobs:
             say("archiving 90%")
             result["archive"] = archive(url, env, filled, 0.9)

@@ -2,7 +2,8 @@
 job's decision, then its claim (`work.started` with a lease), then its outcome, each a batch of
 `JobAppend`s through the store's batched append (`Store.append_jobs`, the group commit's
 statement), each item after the view the previous write projected. Three writes a job, about
-2.9 events a job (a few refusals are one event, a few failures three).
+2.9 events a job (a few refusals are one event, a few failures three). Partitions are made
+ahead as it goes (`make_partitions`, every few seconds), as the sequencer's leader would.
 
 Used by bench.growth; `time_three_writes` is its "100 jobs' three writes" figure."""
 
@@ -34,6 +35,7 @@ ACCOUNTS = tuple(f"acct-{i}" for i in range(10))
 TOOLS = ("tracker.read_issue", "seo.keyword_sweep", "mail.send_release_note", "social.draw_card")
 WORKER = "worker:bench-growth:1"
 BATCH = 500
+PARTITIONS_EVERY_S = 5.0  # the fill makes partitions ahead as the sequencer's leader would
 # About what an agent's call carries: a few hundred bytes of arguments and of result.
 ARG_TEXT = "an issue reference and a short instruction for the tool, " * 4
 RESULT_TEXT = "a short answer the tool gave back, with a title and a summary line; " * 4
@@ -136,7 +138,11 @@ def fill(
     tenth = max((upto - filled.jobs) // 10, 1)
     next_mark = filled.jobs + tenth
     last_say = started
+    partitioned = 0.0
     while filled.jobs < upto:
+        if time.perf_counter() - partitioned > PARTITIONS_EVERY_S:
+            ledger.store.make_partitions(2)  # events' ranges and jobs' windows, ahead
+            partitioned = time.perf_counter()
         count = min(BATCH, upto - filled.jobs)
         three_writes(ledger, filled.jobs, count, rng)
         ledger.store.sequence()  # as the reconciler's sequencer would, as writes go on
