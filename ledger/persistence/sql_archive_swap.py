@@ -135,10 +135,13 @@ class SqlArchiveSwap:
         params = {"id": record.archive_id, "lo": record.write_from, "hi": record.write_to}
         postgres = self.dialect == "postgresql"
         since = 0
-        if postgres:  # before the lock: the long check, with nothing waiting behind it
+        by_partition: list[tuple[str, int]] = []
+        if postgres:  # before the lock: the long checks, with nothing waiting behind them
             with translated(), self.engine.begin() as conn:
                 since = int(conn.execute(_WRITTEN).scalar_one())
                 _refuse_if_moved(conn, params)
+                found = conn.execute(_ARCHIVED_BY_PARTITION, {"id": record.archive_id})
+                by_partition = [(str(part), int(n)) for part, n in found]
         with translated(), self.engine.begin() as conn:
             if postgres:
                 conn.execute(text("SET LOCAL lock_timeout = '60s'"))
@@ -150,7 +153,7 @@ class SqlArchiveSwap:
             _check_unchanged(conn, record, postgres)
             if postgres:
                 _swap_partitions(conn, record)
-                _drop_jobs_partitions(conn, record)
+                _drop_jobs_partitions(conn, by_partition)
             else:
                 _delete_job_rows(conn, record)
             conn.execute(_DROP_JOBS, {"id": record.archive_id})
@@ -234,13 +237,18 @@ def _swap_partitions(conn: Connection, record: ArchiveRecord) -> None:
     )
 
 
-def _drop_jobs_partitions(conn: Connection, record: ArchiveRecord) -> list[str]:
+def _drop_jobs_partitions(conn: Connection, by_partition: list[tuple[str, int]]) -> list[str]:
     """Each partition of `jobs` all of whose rows are the archive's jobs, detached and dropped
     (under the transaction's lock on `jobs`); the default partition is never dropped (it takes
-    every id no other one does). The dropped partitions' names."""
+    every id no other one does). The dropped partitions' names.
+
+    `by_partition` (the archive's jobs counted by partition before the lock, a join over the
+    archive's list) is checked under the lock by a count of each partition's rows alone: every
+    job of the archive still had its row then (`_MOVED`), a window's rows come only from jobs
+    made in that window (ids are made by the clock) and leave only by an archive, so a
+    partition with as many rows as archived jobs holds nothing else."""
     dropped = []
-    found = conn.execute(_ARCHIVED_BY_PARTITION, {"id": record.archive_id}).all()
-    for part, archived in found:
+    for part, archived in by_partition:
         window = _JOBS_PARTITION.match(part)
         if window is None:
             continue
