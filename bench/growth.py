@@ -21,6 +21,10 @@ Run:  .venv/bin/python -m bench.growth --stages 0,1000000 [--calls 400] [--archi
    90% of the jobs were written by; the database's size (and each table's) before and after,
    how much smaller, `audit verify` of the database and `audit verify --archive DIR`.
    `--no-probes` skips step 2 (fill, then archive: the archive's figures alone, in minutes).
+   An archive ends at a boundary of the events' ranges that no job straddles (all of an
+   archived job's events are in the archive); the fill keeps ~500 jobs in flight, so at 90% of
+   the last stage it pads the ledger to the next boundary with refused jobs (one event each,
+   `padding_jobs`, at most one range's worth) and archives what was written before.
 
 The scratch ledger's partitions are sized to the run, so that an archive of 90% can take about
 90% (an archive takes whole ranges of the events and drops whole windows of the jobs):
@@ -54,7 +58,7 @@ import httpx
 import psycopg
 
 from bench._common import libpq_url, migrate, scratch_database, sqlalchemy_url
-from bench.growth_fill import Filled, fill, time_three_writes
+from bench.growth_fill import Filled, align, fill, time_three_writes
 from bench.growth_probes import (
     Ran,
     agent_latencies,
@@ -166,21 +170,25 @@ def jobs_partitions(url: str) -> int:
 
 def archive(url: str, env: dict[str, str], filled: Filled, share: float) -> dict[str, Any]:
     """Archive the jobs written before `share` of the fill, and what that did."""
-    before_at = next(at for jobs, at in filled.marks if jobs >= share * filled.jobs)
+    before_at = filled.cut or next(at for jobs, at in filled.marks if jobs >= share * filled.jobs)
+    settle = ("SELECT outcomes_compact_counts()", "VACUUM")  # as the leader and autovacuum would
     with psycopg.connect(libpq_url(url), autocommit=True) as conn:
-        conn.execute("VACUUM")
+        for statement in settle:
+            conn.execute(statement)
     size_before, tables_before = table_bytes(url)
     parts_before = jobs_partitions(url)
     with tempfile.TemporaryDirectory(prefix="bench-growth-archive-") as folder:
         ran = run_command(["archive", "--before", before_at.isoformat(), "--to", folder], env)
         with psycopg.connect(libpq_url(url), autocommit=True) as conn:
-            conn.execute("VACUUM")
+            for statement in settle:
+                conn.execute(statement)
         size_after, tables = table_bytes(url)
         verify_db = run_command(["audit", "verify", "--json"], env)
         verify_files = run_command(["audit", "verify", "--archive", folder, "--json"], env)
         files = sum(p.stat().st_size for p in Path(folder).rglob("*") if p.is_file())
     return {
         "before": before_at.isoformat(),
+        "padding_jobs": filled.padding,
         "archive": _ran(ran),
         "db_bytes_before": size_before,
         "db_bytes_after": size_after,
@@ -234,8 +242,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             "OUTCOMES_QUEUE": queue,
         }
         filled = Filled()
-        for stage in stages:
+        for n, stage in enumerate(stages):
             with open_ledger(url, pool_size=2) as ledger:
+                if options.archive and n == len(stages) - 1 and stage.jobs:
+                    # The archive's cut: 90% of the jobs, then a clean boundary (`align`).
+                    fill(
+                        ledger, filled.jobs + (stage.jobs - filled.jobs) * 9 // 10, filled, say=say
+                    )
+                    align(ledger, filled)
+                    say(f"aligned to a range boundary with {filled.padding} one-event jobs")
                 fill(ledger, stage.jobs, filled, say=say)
             stage.figures["fill_s"] = round(filled.seconds, 1)
             if options.no_probes:
