@@ -92,10 +92,11 @@ def table_bytes(url: str) -> tuple[int, dict[str, int]]:
             " WHERE c.relnamespace = 'public'::regnamespace AND c.relkind IN ('r', 'p')"
             " AND NOT c.relispartition"
         ).fetchall()
-        # A partitioned table's size is its partitions'.
+        # A partitioned table's size is its partitions' (their indexes inside it: the
+        # partitioned indexes are not listed apart).
         parts = conn.execute(
             "SELECT p.relname, sum(pg_total_relation_size(i.inhrelid)) FROM pg_inherits i"
-            " JOIN pg_class p ON p.oid = i.inhparent GROUP BY p.relname"
+            " JOIN pg_class p ON p.oid = i.inhparent WHERE p.relkind = 'p' GROUP BY p.relname"
         ).fetchall()
     found = {str(name): int(n) for name, n in rows}
     for name, n in parts:
