@@ -18,8 +18,20 @@ Run:  .venv/bin/python -m bench.growth --stages 0,1000000 [--calls 400] [--archi
      (seconds, peak RSS) with the agent's loop running meanwhile (its p99 against idle);
    - the database's size and its bytes per job, by table.
 3. With `--archive`, after the last stage: `outcomes archive --before T --to DIR`, T the time
-   90% of the jobs were written by; the database's size before and after, `audit verify` of
-   the database and `audit verify --archive DIR`.
+   90% of the jobs were written by; the database's size (and each table's) before and after,
+   how much smaller, `audit verify` of the database and `audit verify --archive DIR`.
+   `--no-probes` skips step 2 (fill, then archive: the archive's figures alone, in minutes).
+   An archive ends at a boundary of the events' ranges that no job straddles (all of an
+   archived job's events are in the archive); the fill keeps ~500 jobs in flight, so at 90% of
+   the last stage it pads the ledger to the next boundary with refused jobs (one event each,
+   `padding_jobs`, at most one range's worth) and archives what was written before.
+
+The scratch ledger's partitions are sized to the run, so that an archive of 90% can take about
+90% (an archive takes whole ranges of the events and drops whole windows of the jobs):
+OUTCOMES_PARTITION_SIZE is a thirtieth of the events the largest stage writes
+(`--partition-size`), and OUTCOMES_JOBS_PARTITION_HOURS (`--jobs-partition-hours`, 0.01 by
+default: 36 s, a thirtieth of a 100k fill here) makes a window of `jobs` a few thousand jobs.
+A deployment keeps the defaults (a million positions, a day).
 
 Speed is measured, not asserted: it prints each goal as met or not and exits 0 either way.
 Goals at the largest stage: agent p99 <= 1.5x the empty ledger's; /readyz <= 50 ms; a scrape
@@ -32,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import tempfile
 import threading
 import uuid
@@ -45,7 +58,7 @@ import httpx
 import psycopg
 
 from bench._common import libpq_url, migrate, scratch_database, sqlalchemy_url
-from bench.growth_fill import Filled, fill, time_three_writes
+from bench.growth_fill import Filled, align, fill, time_three_writes
 from bench.growth_probes import (
     Ran,
     agent_latencies,
@@ -79,10 +92,11 @@ def table_bytes(url: str) -> tuple[int, dict[str, int]]:
             " WHERE c.relnamespace = 'public'::regnamespace AND c.relkind IN ('r', 'p')"
             " AND NOT c.relispartition"
         ).fetchall()
-        # A partitioned table's size is its partitions'.
+        # A partitioned table's size is its partitions' (their indexes inside it: the
+        # partitioned indexes are not listed apart).
         parts = conn.execute(
             "SELECT p.relname, sum(pg_total_relation_size(i.inhrelid)) FROM pg_inherits i"
-            " JOIN pg_class p ON p.oid = i.inhparent GROUP BY p.relname"
+            " JOIN pg_class p ON p.oid = i.inhparent WHERE p.relkind = 'p' GROUP BY p.relname"
         ).fetchall()
     found = {str(name): int(n) for name, n in rows}
     for name, n in parts:
@@ -147,26 +161,43 @@ def _ran(ran: Ran) -> dict[str, Any]:
     }
 
 
+def jobs_partitions(url: str) -> int:
+    with psycopg.connect(libpq_url(url)) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_inherits i WHERE i.inhparent = 'jobs'::regclass"
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
 def archive(url: str, env: dict[str, str], filled: Filled, share: float) -> dict[str, Any]:
     """Archive the jobs written before `share` of the fill, and what that did."""
-    before_at = next(at for jobs, at in filled.marks if jobs >= share * filled.jobs)
+    before_at = filled.cut or next(at for jobs, at in filled.marks if jobs >= share * filled.jobs)
+    settle = ("SELECT outcomes_compact_counts()", "VACUUM")  # as the leader and autovacuum would
     with psycopg.connect(libpq_url(url), autocommit=True) as conn:
-        conn.execute("VACUUM")
-    size_before, _ = table_bytes(url)
+        for statement in settle:
+            conn.execute(statement)
+    size_before, tables_before = table_bytes(url)
+    parts_before = jobs_partitions(url)
     with tempfile.TemporaryDirectory(prefix="bench-growth-archive-") as folder:
         ran = run_command(["archive", "--before", before_at.isoformat(), "--to", folder], env)
         with psycopg.connect(libpq_url(url), autocommit=True) as conn:
-            conn.execute("VACUUM")
+            for statement in settle:
+                conn.execute(statement)
         size_after, tables = table_bytes(url)
         verify_db = run_command(["audit", "verify", "--json"], env)
         verify_files = run_command(["audit", "verify", "--archive", folder, "--json"], env)
         files = sum(p.stat().st_size for p in Path(folder).rglob("*") if p.is_file())
     return {
         "before": before_at.isoformat(),
+        "padding_jobs": filled.padding,
         "archive": _ran(ran),
         "db_bytes_before": size_before,
         "db_bytes_after": size_after,
+        "smaller": round(1 - size_after / size_before, 4) if size_before else None,
         "archive_bytes": files,
+        "jobs_partitions_before": parts_before,
+        "jobs_partitions_after": jobs_partitions(url),
+        "tables_before": tables_before,
         "tables_after": tables,
         "verify_db": _ran(verify_db),
         "verify_archive": _ran(verify_files),
@@ -179,10 +210,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--calls", type=int, default=400, help="agent calls timed per stage")
     parser.add_argument("--archive", action="store_true", help="archive 90%% at the end")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
+    parser.add_argument(
+        "--no-probes", action="store_true", help="fill (and archive) only: no deployment"
+    )
+    parser.add_argument(
+        "--partition-size", type=int, default=0, help="positions a partition (0: 1/30 of the run)"
+    )
+    parser.add_argument(
+        "--jobs-partition-hours", type=float, default=0.01, help="a window of jobs, in hours"
+    )
     options = parser.parse_args(argv)
     stages = [Stage(int(part)) for part in options.stages.split(",") if part.strip()]
+    largest = max((s.jobs for s in stages), default=0)
+    size = options.partition_size or max(1000, largest * 3 // 30)
+    # Fixed at the scratch ledger's first migration (below), in this process.
+    os.environ["OUTCOMES_PARTITION_SIZE"] = str(size)
+    os.environ["OUTCOMES_JOBS_PARTITION_HOURS"] = str(options.jobs_partition_hours)
+    result: dict[str, Any] = {
+        "partition_size": size,
+        "jobs_partition_hours": options.jobs_partition_hours,
+    }
     queue = f"bench-growth-{uuid.uuid4().hex[:8]}"
-    result: dict[str, Any] = {}
     with ExitStack() as stack:
         stack.callback(delete_queues, BROKER, [queue])
         logs = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-growth-")))
@@ -195,12 +243,22 @@ def main(argv: Sequence[str] | None = None) -> int:
             "OUTCOMES_QUEUE": queue,
         }
         filled = Filled()
-        for stage in stages:
+        for n, stage in enumerate(stages):
             with open_ledger(url, pool_size=2) as ledger:
+                if options.archive and n == len(stages) - 1 and stage.jobs:
+                    # The archive's cut: 90% of the jobs, then a clean boundary (`align`).
+                    fill(
+                        ledger, filled.jobs + (stage.jobs - filled.jobs) * 9 // 10, filled, say=say
+                    )
+                    align(ledger, filled)
+                    say(f"aligned to a range boundary with {filled.padding} one-event jobs")
                 fill(ledger, stage.jobs, filled, say=say)
+            stage.figures["fill_s"] = round(filled.seconds, 1)
+            if options.no_probes:
+                stage.figures["db_bytes"], stage.figures["tables"] = table_bytes(url)
+                continue
             say(f"measuring at {stage.jobs} jobs")
             measure(stage, url, env, logs, options.calls)
-            stage.figures["fill_s"] = round(filled.seconds, 1)
         if options.archive and stages[-1].jobs:
             say("archiving 90%")
             result["archive"] = archive(url, env, filled, 0.9)

@@ -2,7 +2,8 @@
 job's decision, then its claim (`work.started` with a lease), then its outcome, each a batch of
 `JobAppend`s through the store's batched append (`Store.append_jobs`, the group commit's
 statement), each item after the view the previous write projected. Three writes a job, about
-2.9 events a job (a few refusals are one event, a few failures three).
+2.9 events a job (a few refusals are one event, a few failures three). Partitions are made
+ahead as it goes (`make_partitions`, before each batch), as the sequencer's leader would.
 
 Used by bench.growth; `time_three_writes` is its "100 jobs' three writes" figure."""
 
@@ -34,6 +35,7 @@ ACCOUNTS = tuple(f"acct-{i}" for i in range(10))
 TOOLS = ("tracker.read_issue", "seo.keyword_sweep", "mail.send_release_note", "social.draw_card")
 WORKER = "worker:bench-growth:1"
 BATCH = 500
+PARTITIONS_AHEAD = 4  # made before each batch, as the sequencer's leader would (every 10 s)
 # About what an agent's call carries: a few hundred bytes of arguments and of result.
 ARG_TEXT = "an issue reference and a short instruction for the tool, " * 4
 RESULT_TEXT = "a short answer the tool gave back, with a title and a summary line; " * 4
@@ -46,6 +48,8 @@ class Filled:
     jobs: int = 0
     seconds: float = 0.0
     marks: list[tuple[int, datetime]] = field(default_factory=list)  # (jobs so far, at)
+    cut: datetime | None = None  # when `align` left the ledger at a clean cut (the archive's)
+    padding: int = 0  # the one-event jobs `align` wrote
 
 
 def _decision(number: int, rng: random.Random) -> NewEvent:
@@ -135,16 +139,15 @@ def fill(
     started = time.perf_counter()
     tenth = max((upto - filled.jobs) // 10, 1)
     next_mark = filled.jobs + tenth
-    last_say = last_made = started
+    last_say = started
     while filled.jobs < upto:
+        # The events' ranges and the jobs' windows, ahead of the batch (a small scratch ledger's
+        # ranges fill in less than the leader's 10 s).
+        ledger.store.make_partitions(PARTITIONS_AHEAD)
         count = min(BATCH, upto - filled.jobs)
         three_writes(ledger, filled.jobs, count, rng)
         ledger.store.sequence()  # as the reconciler's sequencer would, as writes go on
-        if time.perf_counter() - last_made > 5:
-            # The sequencer's leader makes partitions ahead every 10 s; this fill writes
-            # faster than a deployment would, with small partitions too.
-            last_made = time.perf_counter()
-            ledger.store.make_partitions(4)  # partitions ahead
+        ledger.store.compact_counts()  # and as its leader folds the counts' deltas
         filled.jobs += count
         if filled.jobs >= next_mark:
             filled.marks.append((filled.jobs, datetime.now(UTC)))
@@ -166,3 +169,50 @@ def time_three_writes(ledger: Ledger, jobs: int = 100, repeats: int = 7) -> floa
         found.append(1000 * (time.perf_counter() - begun))
     found.sort()
     return found[len(found) // 2]
+
+
+_NEXT_BOUNDARY = (
+    "SELECT min(p.upper) - outcomes_written_position() - 1 FROM ledger_partitions p"
+    " WHERE p.upper >= outcomes_written_position() + 1"
+)
+
+
+def align(ledger: Ledger, filled: Filled, rng: random.Random | None = None) -> None:
+    """Pad the ledger to the next boundary of its ranges with refused jobs (one event each,
+    ended at once), so that no job has events on both sides of it: the quiet moment an archive
+    needs to cut there (every job of an archive ends inside it; the fill's batches keep ~500
+    jobs in flight, so no other boundary is clean). Then `filled.cut` is now."""
+    rng = rng or random.Random(4)
+    from sqlalchemy import text
+
+    while True:
+        ledger.store.make_partitions(PARTITIONS_AHEAD)
+        with ledger.store.connection() as conn:  # type: ignore[attr-defined]
+            left = int(conn.execute(text(_NEXT_BOUNDARY)).scalar_one())
+        if left == 0:
+            break
+        count = min(BATCH, left)
+        error = ErrorInfo(code=Code.INPUT_MISSING, message="padding to a range boundary")
+        refused = [
+            JobAppend(
+                new_id(),
+                [
+                    NewEvent(
+                        payload=JobRefused(
+                            account=ACCOUNTS[n % len(ACCOUNTS)],
+                            tool=TOOLS[0],
+                            args={"issue_ref": f"P-{n}"},
+                            error=error,
+                        ),
+                        actor="token-bench",
+                    )
+                ],
+                None,
+                notify=False,
+            )
+            for n in range(count)
+        ]
+        _checked(ledger.store.append_jobs(refused))
+        filled.padding += count
+    ledger.store.sequence()
+    filled.cut = datetime.now(UTC)

@@ -39,10 +39,18 @@ _CONFLICTS = {
     "uq_events_event_id": "event_id",
     "uq_jobs_account_idempotency_key": "idempotency",
 }
-# Postgres: each partition's unique indexes (migration 0018) keep the rules of the three above
-# within it, named `<partition>_<rule>`.
-_PARTITION_GUARD = re.compile(r"^events_(?:p\d+|kept)_(one_terminal|stream_version|event_id)$")
-_BY_GUARD = {"one_terminal": "terminal", "stream_version": "version", "event_id": "event_id"}
+# Postgres: each partition's unique indexes (migrations 0018 and 0020) keep the rules of the
+# four above within it, named `<partition>_<rule>`.
+_PARTITION_GUARD = re.compile(
+    r"^(?:events_(?:p\d+|kept)_(one_terminal|stream_version|event_id)"
+    r"|jobs_(?:t\d+|legacy_low|legacy_high|default)_(idempotency))$"
+)
+_BY_GUARD = {
+    "one_terminal": "terminal",
+    "stream_version": "version",
+    "event_id": "event_id",
+    "idempotency": "idempotency",
+}
 _PG_CHECK_VIOLATION = "23514"  # also: a row no partition takes
 _PARTITIONED = ("events", "ledger_order")
 # SQLite names the columns of a broken unique constraint, not the constraint: map them back.
@@ -129,7 +137,8 @@ def _sqlite(orig: Any, text: str, stream_id: str, event_id: str) -> LedgerError:
 
 def _conflict(constraint: str | None, text: str, stream_id: str, event_id: str) -> LedgerError:
     guard = _PARTITION_GUARD.match(constraint or "")
-    kind = _BY_GUARD[guard.group(1)] if guard else _CONFLICTS.get(constraint or "")
+    rule = (guard.group(1) or guard.group(2)) if guard else None
+    kind = _BY_GUARD[rule] if rule else _CONFLICTS.get(constraint or "")
     if kind == "terminal":
         return AlreadyTerminalError(stream_id)
     if kind == "version":

@@ -24,11 +24,17 @@ from ledger.privileges import ConnectedRole
 APPEND_ONLY_TABLES = ("events", "ledger_meta", "ledger_order", "verifications")  # once added
 # Alembic's bookkeeping, and what only the owner writes: the partitions' list (the owner's
 # function makes them) and the archives (`outcomes archive`, run by the owner).
-READ_ONLY_TABLES = ("alembic_version", "ledger_partitions", "archives", "archived_jobs")
+READ_ONLY_TABLES = (
+    "alembic_version",
+    "ledger_partitions",
+    "jobs_partitions",
+    "archives",
+    "archived_jobs",
+)
 # Postgres checks a write through a partitioned table against the parent's privileges alone,
 # so the partitions themselves grant nothing: no row of them is reachable around the parent's
-# append-only rules.
-PARTITIONED_TABLES = ("events", "ledger_order")
+# append-only rules (nor, for `jobs`, around the parent's triggers that keep the counts).
+PARTITIONED_TABLES = ("events", "ledger_order", "jobs")
 _NEVER_ON_HISTORY = "UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER"
 _NEVER_ON_READ_ONLY = "INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER"
 

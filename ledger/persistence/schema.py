@@ -90,10 +90,14 @@ Index(
     sqlite_where=_redispatched,
 )
 
+# On Postgres `jobs` is partitioned by range of `job_id` (migration 0020): windows of creation
+# time, as UUIDv7 ids begin with it; the ids compare byte by byte (collation "C") in every locale.
+JobId = String(36).with_variant(String(36, collation="C"), "postgresql")
+
 jobs = Table(
     "jobs",
     metadata,
-    Column("job_id", String(36), primary_key=True),
+    Column("job_id", JobId, primary_key=True),
     Column("account", String(100), nullable=False),
     Column("tool", String(200), nullable=False),
     Column("status", String(16), nullable=False),
@@ -384,9 +388,28 @@ ledger_partitions = Table(
     Column("created_at", Time, nullable=False),
 )
 PARTITION_GUARDS = frozenset(
-    {"uq_events_stream_version", "uq_events_event_id", "uq_events_one_terminal"}
+    {
+        "uq_events_stream_version",
+        "uq_events_event_id",
+        "uq_events_one_terminal",
+        # `jobs` (0020): one idempotency key per account, in each partition of `jobs`.
+        "uq_jobs_account_idempotency_key",
+    }
 )
 PARTITIONED_WITHOUT_PK = frozenset({"ledger_order"})
+
+# The windows of `jobs` (migration 0020, Postgres): each partition made for the job ids of
+# [lower_ms, upper_ms) of UUIDv7 time (`jobs_t<lower_ms>`), by `outcomes_make_partitions`;
+# `dropped_at` once an archive dropped it (every job in it archived). Ids no window takes fall
+# in `jobs_legacy_low`, `jobs_legacy_high` and `jobs_default` (docs/archive.md).
+jobs_partitions = Table(
+    "jobs_partitions",
+    metadata,
+    Column("lower_ms", BigInteger, primary_key=True, autoincrement=False),
+    Column("upper_ms", BigInteger, nullable=False),
+    Column("created_at", Time, nullable=False),
+    Column("dropped_at", Time, nullable=True),
+)
 
 # Archives (`outcomes archive`, docs/archive.md): each one made, its write and ledger ranges,
 # counts, the ledger-wide hash at its last position and its manifest (`state`: "recorded"
@@ -427,6 +450,7 @@ ledger_meta = Table(
 )
 REQUEST_KEY = "request_key"
 PARTITION_SIZE_KEY = "partition_size"  # positions per partition (migration 0018)
+JOBS_PARTITION_KEY = "jobs_partition_ms"  # a window of `jobs`, in ms (migration 0020)
 
 # Each `outcomes audit verify` that ran to its end records what it checked and what it found
 # (migration 0019): the console, `outcomes status` and /metrics show the last one, read by the
@@ -473,7 +497,7 @@ read_model_rebuild = Table(
 READ_MODEL_TABLES = (jobs, brakes, tokens, webhooks)
 # The revision this code reads and writes: a ledger at an older one is not ready (/readyz) until
 # `outcomes migrate` runs (tests/persistence/test_migrations.py holds it to Alembic's head).
-SCHEMA_REVISION = "0019"
+SCHEMA_REVISION = "0020"
 
 
 def unique_constraints() -> dict[str, tuple[str, ...]]:

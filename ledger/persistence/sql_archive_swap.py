@@ -6,17 +6,23 @@ back (`ledger.services.archive` calls these in that order, and never before).
 - `finish_archive`: one transaction. The ledger must still be what the archive holds (its
   range's events and order rows counted again, its end still a clean cut, no event written
   since for one of its jobs); then the job streams' events of the range leave, the other
-  streams' stay, the jobs' read-model rows go, and the archive is DONE. On Postgres the range's
-  partitions are detached and dropped, and the kept streams' rows below the archive's end are
-  moved into one partition, `events_kept` (`ledger_order_kept`), which replaces the one an
-  earlier archive left: writers and readers wait for this transaction (a lock on the parents),
-  which costs a copy of the kept rows and a delete of the jobs' rows. On SQLite the job
-  streams' rows are deleted, the append-only trigger dropped and made again around it, inside
-  the same transaction: no one else ever sees the ledger without it.
+  streams' stay, the jobs' read-model rows go (and their leases and dispatches, if any), and
+  the archive is DONE. On Postgres the range's partitions are detached and dropped, and the
+  kept streams' rows below the archive's end are moved into one partition, `events_kept`
+  (`ledger_order_kept`), which replaces the one an earlier archive left; each partition of
+  `jobs` (0020: a window of creation time) whose rows are all the archive's jobs is detached
+  and dropped too, its kept counts taken off first, and only the archived rows of partitions
+  that still hold live jobs are deleted. Writers and readers wait for this transaction (a lock
+  on the parents), which costs a copy of the kept rows, a count of the archived jobs by
+  partition and a delete of the few rows left. On SQLite the job streams' rows and the jobs'
+  rows are deleted, the append-only trigger dropped and made again around it, inside the same
+  transaction: no one else ever sees the ledger without it.
 A crash anywhere leaves the transaction undone: the rows, the files, or both, never neither.
 """
 
 from __future__ import annotations
+
+import re
 
 from sqlalchemy import Connection, Engine, text
 
@@ -59,6 +65,29 @@ _DROP_JOBS = text(
     "DELETE FROM jobs WHERE job_id IN"
     " (SELECT a.job_id FROM archived_jobs a WHERE a.archive_id = :id)"
 )
+# The archived jobs' operational rows (few: a lease ends with its attempt, a dispatch with
+# its wait), by the same list.
+_DROP_JOB_ROWS = [
+    text(
+        f"DELETE FROM {table} WHERE job_id IN"
+        " (SELECT a.job_id FROM archived_jobs a WHERE a.archive_id = :id)"
+    )
+    for table in ("leases", "dispatches")
+]
+# Postgres (0020): how many of the archive's jobs each partition of `jobs` holds; a window
+# partition whose rows are all of them is dropped whole (its kept counts taken off first:
+# a dropped row fires no trigger), the others' rows are deleted.
+_ARCHIVED_BY_PARTITION = text(
+    "SELECT j.tableoid::regclass::text AS part, count(*) AS n"
+    " FROM archived_jobs a JOIN jobs j ON j.job_id = a.job_id"
+    " WHERE a.archive_id = :id GROUP BY 1 ORDER BY 1"
+)
+_UNCOUNT = (
+    "INSERT INTO job_count_deltas (hour, account, tool, accepted, status, code, jobs)"
+    " SELECT floor(extract(epoch FROM created_at) / 3600)::bigint, account, tool, accepted,"
+    " status, coalesce(code, ''), -count(*) FROM {part} GROUP BY 1, 2, 3, 4, 5, 6"
+)
+_JOBS_PARTITION = re.compile(r"^jobs_(?:t(\d+)|legacy_low|legacy_high)$")
 _DONE = text("UPDATE archives SET state = :done WHERE archive_id = :id")
 _PARTITIONS = text(
     "SELECT p.lower FROM ledger_partitions p WHERE p.lower >= :lo AND p.upper <= :hi"
@@ -106,14 +135,17 @@ class SqlArchiveSwap:
         params = {"id": record.archive_id, "lo": record.write_from, "hi": record.write_to}
         postgres = self.dialect == "postgresql"
         since = 0
-        if postgres:  # before the lock: the long check, with nothing waiting behind it
+        by_partition: list[tuple[str, int]] = []
+        if postgres:  # before the lock: the long checks, with nothing waiting behind them
             with translated(), self.engine.begin() as conn:
                 since = int(conn.execute(_WRITTEN).scalar_one())
                 _refuse_if_moved(conn, params)
+                found = conn.execute(_ARCHIVED_BY_PARTITION, {"id": record.archive_id})
+                by_partition = [(str(part), int(n)) for part, n in found]
         with translated(), self.engine.begin() as conn:
             if postgres:
                 conn.execute(text("SET LOCAL lock_timeout = '60s'"))
-                conn.execute(text("LOCK TABLE events, ledger_order IN ACCESS EXCLUSIVE MODE"))
+                conn.execute(text("LOCK TABLE events, ledger_order, jobs IN ACCESS EXCLUSIVE MODE"))
                 moved = conn.execute(_WRITTEN_SINCE, {"since": since, "id": record.archive_id})
                 _refuse(moved.scalar(), "an event was written for it since the check")
             else:
@@ -121,9 +153,12 @@ class SqlArchiveSwap:
             _check_unchanged(conn, record, postgres)
             if postgres:
                 _swap_partitions(conn, record)
+                _drop_jobs_partitions(conn, by_partition)
             else:
                 _delete_job_rows(conn, record)
             conn.execute(_DROP_JOBS, {"id": record.archive_id})
+            for statement in _DROP_JOB_ROWS:
+                conn.execute(statement, {"id": record.archive_id})
             conn.execute(_DONE, {"id": record.archive_id, "done": DONE})
 
 
@@ -200,6 +235,36 @@ def _swap_partitions(conn: Connection, record: ArchiveRecord) -> None:
         text("DELETE FROM ledger_partitions WHERE lower >= :lo AND upper <= :hi"),
         {"lo": record.write_from, "hi": hi},
     )
+
+
+def _drop_jobs_partitions(conn: Connection, by_partition: list[tuple[str, int]]) -> list[str]:
+    """Each partition of `jobs` all of whose rows are the archive's jobs, detached and dropped
+    (under the transaction's lock on `jobs`); the default partition is never dropped (it takes
+    every id no other one does). The dropped partitions' names.
+
+    `by_partition` (the archive's jobs counted by partition before the lock, a join over the
+    archive's list) is checked under the lock by a count of each partition's rows alone: every
+    job of the archive still had its row then (`_MOVED`), a window's rows come only from jobs
+    made in that window (ids are made by the clock) and leave only by an archive, so a
+    partition with as many rows as archived jobs holds nothing else."""
+    dropped = []
+    for part, archived in by_partition:
+        window = _JOBS_PARTITION.match(part)
+        if window is None:
+            continue
+        rows = conn.execute(text(f"SELECT count(*) FROM {part}")).scalar_one()
+        if rows != archived:
+            continue  # it holds live jobs (or jobs of no archive): its archived rows are deleted
+        conn.execute(text(_UNCOUNT.format(part=part)))
+        conn.execute(text(f"ALTER TABLE jobs DETACH PARTITION {part}"))
+        conn.execute(text(f"DROP TABLE {part}"))
+        if window.group(1) is not None:
+            conn.execute(
+                text("UPDATE jobs_partitions SET dropped_at = now() WHERE lower_ms = :lo"),
+                {"lo": int(window.group(1))},
+            )
+        dropped.append(part)
+    return dropped
 
 
 def _delete_job_rows(conn: Connection, record: ArchiveRecord) -> None:

@@ -41,6 +41,7 @@ from ledger.errors import (
     AlreadyTerminalError,
     ConcurrencyError,
     DuplicateEventError,
+    IdempotencyKeyTakenError,
     SchemaMissingError,
 )
 from ledger.events import TERMINAL_EVENT_TYPES, JobAccepted, NewEvent, RecordedEvent
@@ -60,7 +61,14 @@ from ledger.persistence.errors import translated
 from ledger.persistence.locks import lock
 from ledger.persistence.loop_reads import LoopJobReads, job_answer, job_statement
 from ledger.persistence.projections import Projection, default_projections
-from ledger.persistence.schema import REQUEST_KEY, SCHEMA_REVISION, events, leases, ledger_meta
+from ledger.persistence.schema import (
+    REQUEST_KEY,
+    SCHEMA_REVISION,
+    events,
+    jobs,
+    leases,
+    ledger_meta,
+)
 from ledger.persistence.sequencer_session import scalar
 from ledger.persistence.sql_archive import SqlArchives
 from ledger.persistence.sql_audit import SqlAuditWrites
@@ -102,6 +110,11 @@ _TERMINAL_OR_DUPLICATE = select(
         bindparam("closing"),
     ),
     exists().where(events.c.event_id.in_(bindparam("event_ids", expanding=True))),
+)
+# Postgres (0020): the idempotency key's unique index is each partition of `jobs`'s own, so a new
+# job's key is looked for in every partition, under the key's lock (as outcomes_append_jobs does).
+_KEY_HELD = select(jobs.c.job_id).where(
+    jobs.c.account == bindparam("account"), jobs.c.idempotency_key == bindparam("key")
 )
 _LAST_LEDGER_HASH = select(events.c.ledger_hash).order_by(events.c.position.desc()).limit(1)
 _LOCK_SHARED = text("SELECT pg_advisory_xact_lock_shared(:k)")
@@ -175,6 +188,8 @@ class SqlWrites(
         rows = event_rows(stream_id, new_events, version, prev_hash, now())
         if self._postgres:
             self._check_across_partitions(stream_id, rows)
+            if version == 0:
+                self._check_key_across_partitions(stream_id, new_events)
         else:  # sequenced at write; Postgres's sequencer links after commit
             with translated(stream_id=stream_id):
                 link_rows(self.conn.execute(_LAST_LEDGER_HASH).scalar(), rows)
@@ -201,6 +216,18 @@ class SqlWrites(
             raise AlreadyTerminalError(stream_id)
         if duplicate:
             raise DuplicateEventError(str(ids[0]))
+
+    def _check_key_across_partitions(self, stream_id: str, new_events: Sequence[NewEvent]) -> None:
+        payload = new_events[0].payload
+        key = getattr(payload, "idempotency_key", None)
+        if not isinstance(payload, JobAccepted) or not key:
+            return
+        with translated(stream_id=stream_id):
+            held = self.conn.execute(_KEY_HELD, {"account": payload.account, "key": key}).first()
+        if held is not None:
+            raise IdempotencyKeyTakenError(
+                f"the idempotency key is held by job {held.job_id} of account {payload.account}"
+            )
 
     def jobs_by_id(self, job_ids: Sequence[str]) -> dict[str, JobView]:
         """On Postgres one statement through psycopg, each view parsed once from its text

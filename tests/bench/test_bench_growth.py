@@ -81,3 +81,32 @@ def test_the_archive_goal_needs_four_fifths_smaller_and_both_verifies() -> None:
     result["archive"]["db_bytes_after"] = 250
     assert _met(result)["archiving 90% makes the database >= 80% smaller"] is False
     assert "archive of the oldest 90%" in render(result | {"goals": judge(result)})
+
+
+def test_a_fill_and_archive_alone_is_judged_on_the_archive_and_shows_each_table() -> None:
+    """`--no-probes`: no probe figures, so only the archive's goals; the report shows the
+    database's and each table's size before and after, and how much smaller."""
+    ok = {"exit": 0, "seconds": 1.0, "peak_mb": 50.0, "error": None}
+    sizes = {"db_bytes": 1000, "tables": {"jobs": 600, "events": 300}}
+    result: dict[str, Any] = {"stages": [{"jobs": 1000, "figures": sizes}]}
+    result["archive"] = {
+        "db_bytes_before": 1000,
+        "db_bytes_after": 150,
+        "smaller": 0.85,
+        "jobs_partitions_before": 12,
+        "jobs_partitions_after": 4,
+        "tables_before": {"jobs": 600 * 2**20, "events": 300 * 2**20},
+        "tables_after": {"jobs": 60 * 2**20, "events": 30 * 2**20},
+        "archive_bytes": 300,
+        "archive": ok,
+        "verify_db": ok,
+        "verify_archive": ok,
+    }
+    met = _met(result)
+    assert met == {
+        "archiving 90% makes the database >= 80% smaller": True,
+        "both verifies pass after the archive": True,
+    }
+    shown = render(result | {"goals": judge(result)})
+    assert "85.0%" in shown and "12 -> 4" in shown
+    assert "600.0" in shown and "60.0" in shown

@@ -59,8 +59,9 @@ EXPECTED = {
     "read_model_rebuild": {"SELECT", "INSERT", "UPDATE", "DELETE"},
     "events_position_seq": {"USAGE", "SELECT"},
     "outcomes_append_jobs(jsonb)": {"EXECUTE"},
-    # Written by the owner alone (0018): the partitions' list and the archives.
+    # Written by the owner alone (0018, 0020): the partitions' lists and the archives.
     "ledger_partitions": {"SELECT"},
+    "jobs_partitions": {"SELECT"},
     "archives": {"SELECT"},
     "archived_jobs": {"SELECT"},
     "outcomes_make_partitions(integer)": {"EXECUTE"},

@@ -27,6 +27,7 @@ from tests.databases import (
 from tests.factories import accepted, new, started, succeeded
 
 TINY = 10  # positions per partition
+JOBS_WINDOW_HOURS = 1  # Postgres: each partition of `jobs` holds the ids of one hour (0020)
 BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 
 
@@ -37,6 +38,7 @@ def tiny_url(
     """A fresh ledger whose partitions hold TINY positions each (Postgres: migrated by its
     owner, with the application role's grants)."""
     monkeypatch.setenv("OUTCOMES_PARTITION_SIZE", str(TINY))
+    monkeypatch.setenv("OUTCOMES_JOBS_PARTITION_HOURS", str(JOBS_WINDOW_HOURS))
     if request.param == "sqlite":
         url = f"sqlite:///{tmp_path / 'ledger.db'}"
         engine = make_engine(url)
@@ -57,12 +59,15 @@ def tiny_url(
         drop_database(name)
 
 
-def ended_jobs(store: Store, count: int, account: str = "acme") -> list[str]:
+def ended_jobs(
+    store: Store, count: int, account: str = "acme", ids: Iterator[str] | None = None
+) -> list[str]:
     """`count` jobs accepted and succeeded, every third one started between (two or three
-    events: some range boundary falls between two jobs), the partitions kept ahead."""
+    events: some range boundary falls between two jobs), the partitions kept ahead. Their ids
+    are random (v4) unless `ids` gives them."""
     made = []
     for n in range(count):
-        job_id = str(uuid.uuid4())
+        job_id = next(ids) if ids is not None else str(uuid.uuid4())
         middle = [started()] if n % 3 == 2 else []  # 7 events a 3 jobs: boundaries move
         store.append(job_stream(job_id), [accepted(account=account), *middle, succeeded()], 0)
         store.make_partitions(2)
@@ -70,8 +75,8 @@ def ended_jobs(store: Store, count: int, account: str = "acme") -> list[str]:
     return made
 
 
-def open_job(store: Store, account: str = "acme") -> str:
-    job_id = str(uuid.uuid4())
+def open_job(store: Store, account: str = "acme", job_id: str | None = None) -> str:
+    job_id = job_id or str(uuid.uuid4())
     store.append(job_stream(job_id), [accepted(account=account)], 0)
     store.make_partitions(2)
     return job_id
