@@ -1,13 +1,14 @@
 """Verify archives from their files alone, with no database (`outcomes audit verify --archive`).
 
 For each archive in a folder, in order: every file is there, with the SHA-256 and the row count
-the manifest gives; every event's hash is recomputed, every stream's chain followed (the job
-streams from their first event, the kept streams from the heads the archive started from), the
+the manifest gives; every event's hash is recomputed, every stream's chain followed (from its first
+event, or from the head the archive before it kept it at: kept streams, and straddling jobs), the
 ledger-wide chain followed from the link before the archive's first position to its last, which
-must be the manifest's; the counts are the manifest's; the kept streams' heads at the end are
-its checkpoints; and each manifest names the one before it by its SHA-256, continuing its
-positions and its chain. The events of an archive are read file by file, batch by batch, merged
-in ledger order: memory grows with the streams of one archive, not with the events.
+must be the manifest's; the counts are the manifest's; the heads at the end of every stream it
+does not take (the jobs file lists the job streams it takes) are its checkpoints; and each
+manifest names the one before it by its SHA-256, continuing its positions and its chain. The
+events of an archive are read file by file, batch by batch, merged in ledger order: memory grows
+with the streams of one archive, not with the events.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ledger.archive import ArchiveBase, Manifest, is_job_stream
+from ledger.archive import ArchiveBase, Manifest
 from ledger.archive_files import (
     JOBS_FILE,
     archive_folders,
@@ -130,7 +131,16 @@ def _check_events(
 ) -> None:
     sources = [read_events(folder / f.name) for f in manifest.files if f.kind == "events"]
     merged = heapq.merge(*sources, key=lambda event: event.position)
-    seen = _Seen()
+    try:  # the job streams it takes; every other stream is kept (checkpoints)
+        archived = (
+            {f"job-{row['job_id']}" for row in read_rows(folder / JOBS_FILE, columns=["job_id"])}
+            if any(f.name == JOBS_FILE for f in manifest.files)
+            else set()
+        )
+    except ArchiveError as exc:
+        _file(report, str(exc))
+        return
+    seen = _Seen(archived)
     start = ArchiveBase(
         archive_id=manifest.archive_id - 1,
         position=(manifest.ledger_first or 1) - 1,
@@ -165,7 +175,11 @@ def _check_events(
         or seen.last.ledger_hash != manifest.ledger_hash_last
     ):
         _manifest(report, "the last event is not the one the manifest ends at")
-    kept = dict(continued) | seen.kept_heads
+    kept = {
+        stream: head
+        for stream, head in (dict(continued) | seen.kept_heads).items()
+        if stream not in archived
+    }
     expected = manifest.kept_heads()
     if kept != expected:
         _manifest(report, "the kept streams' heads at the end are not the manifest's checkpoints")
@@ -196,7 +210,8 @@ def _check_jobs(folder: Path, manifest: Manifest, report: VerifyReport) -> None:
 class _Seen:
     """Counts and heads gathered while the chain is verified (one pass over the events)."""
 
-    def __init__(self) -> None:
+    def __init__(self, archived: set[str]) -> None:
+        self.archived = archived
         self.events = 0
         self.job_events = 0
         self.last: RecordedEvent | None = None
@@ -207,10 +222,9 @@ class _Seen:
     ) -> Iterator[RecordedEvent]:
         for event in events:
             self.events += 1
-            if is_job_stream(event.stream_id):
+            if event.stream_id in self.archived:
                 self.job_events += 1
-            else:
-                self.kept_heads[event.stream_id] = (event.stream_version, event.hash)
+            self.kept_heads[event.stream_id] = (event.stream_version, event.hash)
             self.last = event
             if progress is not None:
                 progress(1)

@@ -9,7 +9,6 @@ write positions, streams their events and jobs, and records, finishes or abandon
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 from ledger.archive import (
@@ -21,17 +20,6 @@ from ledger.archive import (
 )
 from ledger.errors import ArchiveUnsupportedError
 from ledger.events import RecordedEvent
-
-
-@dataclass(frozen=True)
-class RangeJobs:
-    """The job streams with events in a range: how many, the first that has not ended (or
-    has no read-model row), and the one whose last event was written furthest on."""
-
-    jobs: int
-    open_job: str | None
-    last_write: int | None
-    last_job: str | None
 
 
 class ArchiveStore:
@@ -66,9 +54,6 @@ class ArchiveStore:
     def range_facts(self, lower: int, upper: int) -> ArchiveRange:
         raise self._unsupported()
 
-    def range_jobs(self, lower: int, upper: int) -> RangeJobs:
-        raise self._unsupported()
-
     def cut_at(self, lower: int, upper: int) -> CutFacts:
         """Whether the events written in [lower, upper), with those below already archived,
         are a prefix of the ledger order: all sequenced, none written later placed before
@@ -82,8 +67,9 @@ class ArchiveStore:
         raise self._unsupported()
 
     def archive_jobs(self, lower: int, upper: int) -> Iterator[dict[str, Any]]:
-        """The read-model rows of the jobs whose last event was written in [lower, upper), by
-        id, page by page (every stored column; `view` decoded)."""
+        """The read-model rows of the jobs that have ended and whose last event was written in
+        [lower, upper) (a job not ended below the cut is kept, not archived), by id, page by
+        page (every stored column; `view` decoded)."""
         raise self._unsupported()
 
     # --- recording ------------------------------------------------------------------------

@@ -20,7 +20,6 @@ from sqlalchemy import Connection, Engine, Text, bindparam, cast, select, text
 from ledger.archive import ArchivedJob, ArchiveRange, ArchiveRecord, CutFacts
 from ledger.clock import utc
 from ledger.events import RecordedEvent
-from ledger.persistence.archive_contract import RangeJobs
 from ledger.persistence.errors import translated
 from ledger.persistence.schema import (
     PARTITION_SIZE_KEY,
@@ -48,20 +47,6 @@ _SQLITE_TOP = text(
 _FACTS = text(
     "SELECT count(*) AS n, max(e.recorded_at) AS newest FROM events e"
     " WHERE e.position >= :lo AND e.position < :hi"
-)
-# The job streams of a range: the first whose job has not ended (or has no read-model row), and
-# the one written furthest on (jobs.ledger_position is its last event's write position). A job
-# may end in a later range of the same archive; the files' writer checks from the events that
-# every archived job stream ends inside the archive.
-_RANGE_JOBS = text(
-    "WITH s AS (SELECT DISTINCT substr(e.stream_id, 5) AS job_id FROM events e"
-    " WHERE e.position >= :lo AND e.position < :hi AND e.stream_id LIKE 'job-%')"
-    " SELECT (SELECT count(*) FROM s) AS jobs,"
-    " (SELECT min(s.job_id) FROM s LEFT JOIN jobs j ON j.job_id = s.job_id"
-    "   WHERE j.job_id IS NULL OR NOT j.terminal) AS open_job,"
-    " (SELECT j.job_id FROM s JOIN jobs j ON j.job_id = s.job_id"
-    "   ORDER BY j.ledger_position DESC LIMIT 1) AS last_job,"
-    " (SELECT max(j.ledger_position) FROM s JOIN jobs j ON j.job_id = s.job_id) AS last_write"
 )
 _PG_CUT = text(
     "SELECT (SELECT count(*) FROM events e WHERE e.position >= :lo AND e.position < :hi) AS n,"
@@ -106,6 +91,7 @@ _JOBS = (
     .where(
         jobs.c.ledger_position >= bindparam("lo"),
         jobs.c.ledger_position < bindparam("hi"),
+        jobs.c.terminal.is_(True),
         jobs.c.job_id > bindparam("after"),
     )
     .order_by(jobs.c.job_id)
@@ -158,12 +144,6 @@ class SqlArchives(SqlArchiveSwap):
             newest = datetime.fromisoformat(newest)
         newest = utc(newest) if newest is not None else None
         return ArchiveRange(lower, upper, int(row.n), newest)
-
-    def range_jobs(self, lower: int, upper: int) -> RangeJobs:
-        with self.connection() as conn, translated():
-            row = conn.execute(_RANGE_JOBS, {"lo": lower, "hi": upper}).one()
-        last = int(row.last_write) if row.last_write is not None else None
-        return RangeJobs(int(row.jobs), row.open_job, last, row.last_job)
 
     def cut_at(self, lower: int, upper: int) -> CutFacts:
         params = {"lo": lower, "hi": upper}

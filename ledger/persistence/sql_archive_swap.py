@@ -38,7 +38,7 @@ _COLUMNS = (
 _LIST_JOBS = text(
     "INSERT INTO archived_jobs (job_id, account, archive_id)"
     " SELECT j.job_id, j.account, :id FROM jobs j"
-    " WHERE j.ledger_position >= :lo AND j.ledger_position < :hi"
+    " WHERE j.ledger_position >= :lo AND j.ledger_position < :hi AND j.terminal"
 )
 # A job of the archive that moved since it was planned (a late outcome): the read model says.
 _MOVED = text(
@@ -88,6 +88,13 @@ _UNCOUNT = (
     " status, coalesce(code, ''), -count(*) FROM {part} GROUP BY 1, 2, 3, 4, 5, 6"
 )
 _JOBS_PARTITION = re.compile(r"^jobs_(?:t(\d+)|legacy_low|legacy_high)$")
+# An event of a job stream this archive takes (`e`: the event; `:id`: the archive). Every other
+# stream's events below the cut are kept: those that are not jobs', and the jobs' that have not
+# ended below it (straddlers), until an archive whose cut passes all their events takes them.
+_ARCHIVED_STREAM = (
+    "(e.stream_id LIKE 'job-%' AND EXISTS (SELECT 1 FROM archived_jobs a"
+    " WHERE a.job_id = substr(e.stream_id, 5) AND a.archive_id = :id))"
+)
 _DONE = text("UPDATE archives SET state = :done WHERE archive_id = :id")
 _PARTITIONS = text(
     "SELECT p.lower FROM ledger_partitions p WHERE p.lower >= :lo AND p.upper <= :hi"
@@ -197,14 +204,15 @@ def _swap_partitions(conn: Connection, record: ArchiveRecord) -> None:
         int(lo) for lo in conn.execute(_PARTITIONS, {"lo": record.write_from, "hi": hi}).scalars()
     ]
     had_kept = bool(conn.execute(_KEPT_EXISTS).scalar_one())
-    # The kept streams' rows below the new end: those an earlier archive kept, and this range's.
+    # The kept streams' rows below the new end: those an earlier archive kept, and this range's,
+    # but for the streams of the jobs this archive takes (a straddler an earlier one kept too).
     conn.execute(text("CREATE TABLE events_kept_new (LIKE events INCLUDING CONSTRAINTS)"))
     conn.execute(
         text(
-            f"INSERT INTO events_kept_new ({_COLUMNS}) SELECT {_COLUMNS} FROM events"
-            " WHERE position < :hi AND stream_id NOT LIKE 'job-%' ORDER BY position"
+            f"INSERT INTO events_kept_new ({_COLUMNS}) SELECT {_COLUMNS} FROM events e"
+            f" WHERE e.position < :hi AND NOT {_ARCHIVED_STREAM} ORDER BY e.position"
         ),
-        {"hi": hi},
+        {"hi": hi, "id": record.archive_id},
     )
     conn.execute(
         text("CREATE TABLE ledger_order_kept_new (LIKE ledger_order INCLUDING CONSTRAINTS)")
@@ -272,9 +280,7 @@ def _delete_job_rows(conn: Connection, record: ArchiveRecord) -> None:
     trigger = conn.execute(_SQLITE_TRIGGER, {"name": name}).scalar_one()
     conn.execute(text(f"DROP TRIGGER {name}"))
     conn.execute(
-        text(
-            "DELETE FROM events WHERE position >= :lo AND position < :hi AND stream_id LIKE 'job-%'"
-        ),
-        {"lo": record.write_from, "hi": record.write_to},
+        text(f"DELETE FROM events AS e WHERE e.position < :hi AND {_ARCHIVED_STREAM}"),
+        {"hi": record.write_to, "id": record.archive_id},
     )
     conn.execute(text(trigger))  # the refusal again, as its migration made it, before commit

@@ -38,7 +38,6 @@ from ledger.archive import (
     PreviousArchive,
     StreamHead,
     archive_folder_name,
-    is_job_stream,
 )
 from ledger.archive_check import ArchiveCheck, verify_archives
 from ledger.clock import now
@@ -84,7 +83,6 @@ def plan(ledger: Ledger, before: datetime) -> Plan:
     taken: list[ArchiveRange] = []
     chosen = 0
     last: int | None = None
-    spill = 0
     stopped: str | None = None
     for lower, upper in ranges:
         facts = store.range_facts(lower, upper)
@@ -92,12 +90,8 @@ def plan(ledger: Ledger, before: datetime) -> Plan:
         if facts.newest is not None and facts.newest >= before:
             stopped = f"{where} hold events recorded at or after {before.isoformat()}"
             break
-        jobs = store.range_jobs(lower, upper)
-        if jobs.open_job is not None:
-            stopped = f"{where} hold job {jobs.open_job}, which has not ended"
-            break
+        # A job not ended below the cut (a straddler) does not stop the run: it is kept.
         taken.append(facts)
-        spill = max(spill, jobs.last_write or 0)
         cut = store.cut_at(taken[0].lower, upper)
         if cut.unsequenced:
             stopped = f"{cut.unsequenced} events of {where} have no ledger position yet"
@@ -105,9 +99,6 @@ def plan(ledger: Ledger, before: datetime) -> Plan:
         if not cut.clean:
             stopped = f"the ledger order is not cut clean at {upper}: {cut.reason}"
             continue  # the next range may end at a clean cut
-        if spill >= upper:
-            stopped = f"job {jobs.last_job} has events written at or after {upper}"
-            continue
         chosen, last, stopped = len(taken), cut.ledger_last, None
     if not chosen:
         raise ArchiveRefusedError(
@@ -200,7 +191,22 @@ def _write(
 ) -> Manifest:
     store = ledger.store
     before = previous.parsed() if previous is not None else None
-    tally = _Tally(dict(before.checkpoints) if before else {})
+    statuses: Counter[str] = Counter()
+    archived: set[str] = set()  # the job streams this archive takes (ended below its cut)
+
+    def job_rows() -> Iterator[dict[str, object]]:
+        for row in store.archive_jobs(chosen.write_from, chosen.write_to):
+            statuses[str(row["status"])] += 1
+            archived.add(f"job-{row['job_id']}")
+            yield archive_files.job_row(row)
+
+    path = folder / archive_files.JOBS_FILE
+    jobs = archive_files.write_rows(path, archive_files.JOB_SCHEMA, job_rows())
+    jobs_file = ArchiveFile(
+        name=path.name, kind="jobs", rows=jobs, sha256=archive_files.sha256_of(path)
+    )
+    earlier = dict(before.checkpoints) if before else {}
+    tally = _Tally(dict(earlier), archived)
     files: list[ArchiveFile] = []
     for part in chosen.ranges:
         name = archive_files.events_file_name(part.lower, part.upper)
@@ -223,23 +229,17 @@ def _write(
                 write_to=part.upper,
             )
         )
+    files.append(jobs_file)
     if tally.open_jobs:  # the read model said ended; the events say otherwise
         raise ArchiveRefusedError(
             f"job {min(tally.open_jobs).removeprefix('job-')} has no terminal event in write "
             f"positions [{chosen.write_from}, {chosen.write_to}): nothing was archived"
         )
-    statuses: Counter[str] = Counter()
-
-    def job_rows() -> Iterator[dict[str, object]]:
-        for row in store.archive_jobs(chosen.write_from, chosen.write_to):
-            statuses[str(row["status"])] += 1
-            yield archive_files.job_row(row)
-
-    path = folder / archive_files.JOBS_FILE
-    jobs = archive_files.write_rows(path, archive_files.JOB_SCHEMA, job_rows())
-    files.append(
-        ArchiveFile(name=path.name, kind="jobs", rows=jobs, sha256=archive_files.sha256_of(path))
-    )
+    # A straddler archived now leaves the kept rows: the events an earlier archive kept of it
+    # (its versions up to its checkpoint there) leave the database with it.
+    left = sum(head.version for stream, head in earlier.items() if stream in archived)
+    for stream in archived:
+        tally.heads.pop(stream, None)
     state = store.sequencer_state()
     return Manifest(
         archive_id=(previous.archive_id if previous else 0) + 1,
@@ -262,7 +262,8 @@ def _write(
             kept_events=tally.events - tally.job_events,
             kept_total=(before.counts.kept_total if before else 0)
             + tally.events
-            - tally.job_events,
+            - tally.job_events
+            - left,
             jobs=jobs,
             jobs_by_status=dict(sorted(statuses.items())),
         ),
@@ -273,31 +274,35 @@ def _write(
 
 
 class _Tally:
-    """What the manifest says of the events, gathered as they are written."""
+    """What the manifest says of the events, gathered as they are written. `archived`: the
+    job streams the archive takes; every other stream (not a job's, or a job not ended below
+    the cut) is kept, its head at the cut a checkpoint."""
 
-    def __init__(self, heads: dict[str, StreamHead]) -> None:
+    def __init__(self, heads: dict[str, StreamHead], archived: set[str]) -> None:
         self.heads = heads
+        self.archived = archived
         self.events = 0
         self.job_events = 0
         self.first: int | None = None
         self.last: RecordedEvent | None = None
-        self.open_jobs: set[str] = set()  # job streams seen without their terminal event
+        self.open_jobs: set[str] = set()  # archived job streams seen without their terminal event
+        self._met: set[str] = set()
 
     def watch(
         self, found: Iterator[RecordedEvent], progress: Progress | None
     ) -> Iterator[RecordedEvent]:
         for event in found:
             self.events += 1
-            if is_job_stream(event.stream_id):
+            stream = event.stream_id
+            if stream in self.archived:
                 self.job_events += 1
-                if event.stream_version == 1:
-                    self.open_jobs.add(event.stream_id)
+                if stream not in self._met:
+                    self._met.add(stream)
+                    if stream not in self.heads:  # its first events are not an earlier archive's
+                        self.open_jobs.add(stream)
                 if event.type in TERMINAL_EVENT_TYPES:
-                    self.open_jobs.discard(event.stream_id)
-            else:
-                self.heads[event.stream_id] = StreamHead(
-                    version=event.stream_version, hash=event.hash
-                )
+                    self.open_jobs.discard(stream)
+            self.heads[stream] = StreamHead(version=event.stream_version, hash=event.hash)
             if self.first is None or event.position < self.first:
                 self.first = event.position
             if self.last is None or event.position > self.last.position:
