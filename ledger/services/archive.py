@@ -2,10 +2,11 @@
 open files (docs/archive.md).
 
 In this order, each step only once the one before it is durable:
-1. plan: the longest run of the oldest ranges (partitions) that are old enough, whose job
-   streams have all ended with every event inside the run, and that ends at a clean cut (what
-   they hold is a prefix of the ledger order); a range before which the run must stop is named
-   with its reason (the job not ended, the cut);
+1. plan: the longest run of the oldest ranges (partitions) that are old enough and that ends
+   at a clean cut (what they hold is a prefix of the ledger order); a range before which the
+   run must stop is named with its reason. The jobs ended inside the run leave; a job with
+   events below the cut that has not ended inside it (in flight) is kept, like the tokens'
+   and brakes' streams, and leaves with a later archive;
 2. write the files under temporary names, flush, rename (`ledger.archive_files`); read them back
    and compare every row with the database, and verify them as an auditor would;
 3. record the archive in the database (its manifest, its jobs);
