@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import click
 
@@ -17,7 +17,7 @@ EXIT_PROBLEM = 2  # the command worked and found something wrong (e.g. a broken 
 EXIT_USAGE = 2  # options that do not go together or bad values (as click's own usage errors)
 
 
-def fail(message: str, code: int = EXIT_ERROR) -> None:
+def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
     click.echo(f"outcomes: {message}", err=True)
     raise SystemExit(code)
 

@@ -190,15 +190,18 @@ def record_serve(record: ServeRecord, home: Path = DEFAULT_HOME) -> Path:
     return path
 
 
-def clear_serve(pid: int, home: Path = DEFAULT_HOME) -> None:
-    """Remove the record if it is still `pid`'s (another serve may have replaced it since)."""
+def clear_serve(pid: int, home: Path = DEFAULT_HOME) -> bool:
+    """Remove the record if it is still `pid`'s (another serve may have replaced it since);
+    whether it was removed."""
     path = home / SERVE_RECORD
     try:
         raw = read_record(path)
         if raw is not None and int(raw.get("pid", -1)) == pid:
             path.unlink()
+            return True
     except (OSError, TypeError, ValueError) as exc:
         log.warning("could not remove %s: %s", path, exc)
+    return False
 
 
 def client_url(host: str, port: int) -> str:
