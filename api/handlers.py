@@ -127,7 +127,7 @@ def _where(loc: Sequence[Any]) -> str:
 async def _on_ledger(request: Request, exc: Exception) -> Response:
     """The ledger's typed errors, each to its one answer."""
     if isinstance(exc, NotAuthenticatedError):
-        return problem_response(unauthorized())
+        return problem_response(unauthorized(exc.presented))
     if isinstance(exc, JobArchivedError):
         return problem_response(job_archived(exc.archived_at))
     if isinstance(exc, JobNotFoundError):

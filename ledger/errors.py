@@ -182,10 +182,13 @@ class TokenError(RequestError):
 
 
 class NotAuthenticatedError(RequestError):
-    """No token, or one that does not exist or is revoked (callers are not told which)."""
+    """No token, or one that does not exist or is revoked (callers are not told which).
+    `presented`: whether a token was presented at all (RFC 6750: a wrong one is
+    `error="invalid_token"`, a missing one no error code)."""
 
-    def __init__(self) -> None:
+    def __init__(self, presented: bool = True) -> None:
         super().__init__("no valid token")
+        self.presented = presented
 
 
 class JobNotFoundError(RequestError):
