@@ -36,7 +36,7 @@ def token_of(request: Request) -> str:
     scheme, _, token = request.headers.get("authorization", "").partition(" ")
     token = token.strip()
     if scheme.lower() != "bearer" or not token:
-        raise NotAuthenticatedError()
+        raise NotAuthenticatedError(presented=False)
     return token
 
 

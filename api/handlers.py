@@ -22,6 +22,7 @@ from api.auth import authenticate
 from api.problems import (
     ApiProblem,
     bad_request,
+    forbidden,
     internal_error,
     invalid_input,
     job_archived,
@@ -48,6 +49,7 @@ from ledger.errors import (
     RateLimitedError,
     SchemaMissingError,
     StorageUnavailableError,
+    ToolNotGrantedError,
     WebhookNotFoundError,
     WebhookTargetError,
     WebhookUnavailableError,
@@ -127,7 +129,7 @@ def _where(loc: Sequence[Any]) -> str:
 async def _on_ledger(request: Request, exc: Exception) -> Response:
     """The ledger's typed errors, each to its one answer."""
     if isinstance(exc, NotAuthenticatedError):
-        return problem_response(unauthorized())
+        return problem_response(unauthorized(exc.presented))
     if isinstance(exc, JobArchivedError):
         return problem_response(job_archived(exc.archived_at))
     if isinstance(exc, JobNotFoundError):
@@ -142,6 +144,8 @@ async def _on_ledger(request: Request, exc: Exception) -> Response:
                 fix="use a new idempotency key for a different request",
             )
         )
+    if isinstance(exc, ToolNotGrantedError):
+        return problem_response(forbidden(f"tool:{exc.tool}", f"{str(exc).capitalize()}."))
     if isinstance(exc, RateLimitedError):  # nothing recorded: no job_id to name
         retry = str(exc.error.retry_after_s or 1)
         return problem_response(ApiProblem(429, exc.error, headers={"Retry-After": retry}))

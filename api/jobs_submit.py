@@ -26,7 +26,7 @@ from api.state import ApiState, state_of
 from ledger.access import ALL_ACCOUNTS
 from ledger.codes import Code, Status
 from ledger.decisions import Caller, JobRequest
-from ledger.errors import NotAuthenticatedError
+from ledger.errors import NotAuthenticatedError, RateLimitedError
 from ledger.job_view import JobView
 from ledger.services import tokens
 from ledger.services.submit import Submitted, submit
@@ -141,6 +141,11 @@ def _submit(
         return submit(state.ledger, caller, job, state.outbox, trace)
     except NotAuthenticatedError:
         state.tokens.forget(token)
+        raise
+    except RateLimitedError:
+        # Refused before any append could re-check the token: a revoked one hears 401, not
+        # 429 (a read only for a submit already refused).
+        _still_good(state, token)
         raise
 
 

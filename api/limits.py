@@ -27,10 +27,9 @@ from api.problems import (
     too_large,
     unsupported_media_type,
 )
+from ledger.json_limits import INT64, MAX_JSON_DEPTH
 
 MAX_BODY_BYTES = 256 * 1024
-MAX_JSON_DEPTH = 32
-INT64 = range(-(2**63), 2**63)
 
 # A whole string (possessive: no backtracking, so linear), a bracket, or a quote that never
 # closes (the body is malformed; the parser will say so, no need to scan further).

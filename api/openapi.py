@@ -48,7 +48,8 @@ _RETRY_AFTER = {
 HEADERS: dict[int, dict[str, Any]] = {
     401: {
         "WWW-Authenticate": {
-            "description": "Bearer",
+            "description": 'Bearer: `Bearer error="invalid_token"` when a token was presented '
+            "and refused (RFC 6750), `Bearer` when none was",
             "required": True,
             "schema": {"type": "string"},
         }

@@ -13,6 +13,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.responses import Response
 
+from ledger.bearer import bearer_challenge
 from ledger.codes import Code
 from ledger.error_info import ErrorInfo
 from ledger.job_view import JobEnvelope
@@ -113,7 +114,7 @@ def problem_response(problem: ApiProblem) -> Response:
 # --- the HTTP-level problems (contract §6) -----------------------------------------------------
 
 
-def unauthorized() -> ApiProblem:
+def unauthorized(presented: bool = True) -> ApiProblem:
     error = ErrorInfo(
         code=Code.ACCESS_DENIED,
         dependency="ledger",
@@ -122,7 +123,7 @@ def unauthorized() -> ApiProblem:
         fix="send 'Authorization: Bearer <token>' with a token that exists and is not revoked",
         message="The request has no valid token.",
     )
-    return ApiProblem(401, error, headers={"WWW-Authenticate": "Bearer"})
+    return ApiProblem(401, error, headers={"WWW-Authenticate": bearer_challenge(presented)})
 
 
 def forbidden(needed: str, message: str) -> ApiProblem:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import resource
+import socket
 import threading
 import time
 from typing import Any
@@ -82,8 +83,11 @@ def serve(
     log_level: str = "info",
     *,
     settings: Settings | None = None,
+    listener: socket.socket | None = None,
 ) -> None:
-    """Serve until stopped; `settings`: the process's, when its starter read them already."""
+    """Serve until stopped; `settings`: the process's, when its starter read them already;
+    `listener`: a socket its starter bound already (`outcomes serve` binds before it starts
+    anything, so a taken port starts nothing)."""
     settings = settings or load_settings()
     log_format = settings.log_format
     logs.install(log_format, log_level.upper())
@@ -92,7 +96,8 @@ def serve(
         log.warning("%s", warning)
     # JSON: uvicorn's own lines go through the root handler too, so every line is one object.
     own = None if log_format == "json" else uvicorn.config.LOGGING_CONFIG
-    uvicorn.Server(_config(ledger, dispatcher, host, port, log_level, own, settings)).run()
+    server = uvicorn.Server(_config(ledger, dispatcher, host, port, log_level, own, settings))
+    server.run(sockets=None if listener is None else [listener])
 
 
 class BackgroundServer:

@@ -160,6 +160,17 @@ def _target_account(caller: TokenView, account: str | None) -> str:
     return caller.account
 
 
+def _every_tool(caller: TokenView, doing: str) -> None:
+    """A webhook receives the outcomes of every tool of its account: a token limited to some
+    tools neither adds one nor takes one away."""
+    if caller.tools is not None:
+        raise forbidden(
+            "tools:*",
+            f"A token limited to some tools may not {doing}: a webhook receives every "
+            "tool's outcomes for the account.",
+        )
+
+
 @router.post(
     "/v1/webhooks",
     response_model=CreatedWebhook,
@@ -173,6 +184,7 @@ def create_webhook(
     caller: Annotated[TokenView, Depends(MANAGE)],
 ) -> Response:
     state = state_of(request)
+    _every_tool(caller, "register webhooks")
     account = _target_account(caller, body.account)
     allow = state.settings.webhook_allow_hosts
     made = webhooks.register(state.ledger, account, body.url, caller.token_id, allow)
@@ -202,6 +214,7 @@ def delete_webhook(
     caller: Annotated[TokenView, Depends(MANAGE)],
 ) -> Response:
     ledger = state_of(request).ledger
+    _every_tool(caller, "remove webhooks")
     key = _key(webhook_id)
     view = webhooks.remove(ledger, key, account_scope(caller.account), caller.token_id)
     return json_response(_shown(view))

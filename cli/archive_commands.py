@@ -36,13 +36,14 @@ def cutoff(older_than: str | None, before: str | None) -> datetime:
             fail(
                 f"--older-than {older_than!r}: a whole number and a unit: 90d, 12h, 30m", EXIT_USAGE
             )
-            raise AssertionError  # (fail exits)
-        return now() - timedelta(seconds=int(found[1]) * _UNIT_S[found[2]])
+        try:
+            return now() - timedelta(seconds=int(found[1]) * _UNIT_S[found[2]])
+        except OverflowError:  # more days than a date can go back
+            fail(f"--older-than {older_than!r}: longer ago than any date", EXIT_USAGE)
     try:
         return utc(datetime.fromisoformat(str(before)))
     except ValueError:
         fail(f"--before {before!r}: an ISO 8601 date or moment (UTC if no offset)", EXIT_USAGE)
-        raise AssertionError from None
 
 
 @click.command("archive")

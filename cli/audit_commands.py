@@ -15,7 +15,7 @@ from cli.archive_commands import verify_archive
 from cli.context import ledger_of, with_ledger
 from cli.digest_publishing import parse_every, publish_every, publish_once
 from cli.errors import EXIT_PROBLEM, EXIT_USAGE, fail, reports_errors
-from cli.output import emit_json, json_option
+from cli.output import emit_json, json_option, text_out
 from cli.params import POSITION
 from ledger.clock import utc
 from ledger.digest import Digest
@@ -30,7 +30,7 @@ output_option = click.option(
     "--output",
     "-o",
     type=click.Path(dir_okay=False, writable=True, path_type=Path),
-    help="Write to this file instead of stdout.",
+    help="Write to this file instead of stdout (mode 0600: it holds job arguments).",
 )
 
 
@@ -99,7 +99,7 @@ def events(
         fmt = "jsonl"
     where = EventFilter(account, tool, event_type, code, since, until, after, limit)
     items = [public_event(e) for e in audit_service.events(ledger, where)]
-    with click.open_file(str(output) if output else "-", "w") as out:
+    with text_out(output) as out:
         if fmt == "jsonl":
             for item in items:
                 out.write(orjson.dumps(item).decode() + "\n")
@@ -159,7 +159,7 @@ def export(ledger: Ledger, output: Path | None) -> None:
     total = audit_service.size(ledger)
     written = 0
     with (
-        click.open_file(str(output) if output else "-", "w") as out,
+        text_out(output) as out,
         click.progressbar(length=total, label="exporting", file=sys.stderr) as bar,
     ):
         for event in audit_service.every_event(ledger, progress=bar.update):

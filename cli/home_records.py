@@ -176,12 +176,20 @@ def find_served(home: Path = DEFAULT_HOME) -> Served:
         raw = read_record(path)
         record = None if raw is None else ServeRecord.from_json(raw)
     except (OSError, KeyError, TypeError, ValueError) as exc:
-        return Served(path, None, unreadable=f"{type(exc).__name__}: {exc}")
+        return Served(path, None, unreadable=_unreadable(exc))
     if record is None:
         return Served(path, None)
     if not process_alive(record.pid, record.hostname):
         return Served(path, None, stale=record)
     return Served(path, record)
+
+
+def _unreadable(exc: Exception) -> str:
+    if isinstance(exc, KeyError):
+        return f"no {exc.args[0]!r} in it"
+    if isinstance(exc, OSError):
+        return f"{exc.strerror or exc}"
+    return f"not a record: {str(exc).splitlines()[0] if str(exc) else 'bad JSON'}"
 
 
 def record_serve(record: ServeRecord, home: Path = DEFAULT_HOME) -> Path:
@@ -190,15 +198,18 @@ def record_serve(record: ServeRecord, home: Path = DEFAULT_HOME) -> Path:
     return path
 
 
-def clear_serve(pid: int, home: Path = DEFAULT_HOME) -> None:
-    """Remove the record if it is still `pid`'s (another serve may have replaced it since)."""
+def clear_serve(pid: int, home: Path = DEFAULT_HOME) -> bool:
+    """Remove the record if it is still `pid`'s (another serve may have replaced it since);
+    whether it was removed."""
     path = home / SERVE_RECORD
     try:
         raw = read_record(path)
         if raw is not None and int(raw.get("pid", -1)) == pid:
             path.unlink()
+            return True
     except (OSError, TypeError, ValueError) as exc:
         log.warning("could not remove %s: %s", path, exc)
+    return False
 
 
 def client_url(host: str, port: int) -> str:

@@ -4,6 +4,7 @@ terminal."""
 
 from __future__ import annotations
 
+import errno
 import os
 import socket
 from collections.abc import Iterator
@@ -13,13 +14,15 @@ from pathlib import Path
 import click
 
 from cli.context import ledger_of
-from cli.errors import reports_errors
+from cli.errors import fail, reports_errors
 from cli.home_records import (
     BeatingRunner,
     Heartbeat,
     ServeRecord,
     clear_serve,
     client_url,
+    find_served,
+    process_alive,
     record_serve,
 )
 from cli.processes import exit_on_sigterm, start_worker, stop
@@ -59,22 +62,26 @@ def serve(host: str, port: int, api_only: bool) -> None:
     On a SQLite ledger it records what it serves in ./.outcomes/serve.json (its URL, pid and
     tools modules; removed when it stops), so `outcomes status` and `outcomes tools list` run
     in the same folder find it without OUTCOMES_API_URL or OUTCOMES_TOOLS.
+
+    The port is taken first: when it is in use, nothing starts and the command exits 1.
     """
     from api.server import serve as run_api  # the CLI starts the API by its entry point
     from workers.dispatch import dispatcher_from_settings
 
+    listener = _listen_or_fail(host, port)  # before anything starts or is recorded
+    click.get_current_context().call_on_close(listener.close)
+    port = int(listener.getsockname()[1])  # port 0: the free one the system chose
     settings = load_settings()
     ledger = ledger_of(click.get_current_context(), settings.database_url)
     dispatcher = dispatcher_from_settings(settings)
     everything = settings.embedded and settings.broker_url is None and not api_only
-    port = port or _free_port(host)
     for line in banner(settings, ledger.describe(), host, port):
         click.echo(f"outcomes: {line}")
     if settings.embedded:
         exit_on_sigterm()  # so the record is removed at SIGTERM too
     if not everything:
         with _recorded(settings, host, port, None, reconciler=False):
-            run_api(ledger, dispatcher, host, port, settings=settings)
+            run_api(ledger, dispatcher, host, port, settings=settings, listener=listener)
         return
     admin.migrate(ledger)
     worker = start_worker()
@@ -90,7 +97,7 @@ def serve(host: str, port: int, api_only: bool) -> None:
     )
     try:
         with _recorded(settings, host, port, worker.pid, reconciler=True):
-            run_api(ledger, dispatcher, host, port, settings=settings)
+            run_api(ledger, dispatcher, host, port, settings=settings, listener=listener)
     finally:
         relay.stop()
         reconciler.stop()
@@ -102,10 +109,13 @@ def serve(host: str, port: int, api_only: bool) -> None:
 def _recorded(
     settings: Settings, host: str, port: int, worker_pid: int | None, reconciler: bool
 ) -> Iterator[None]:
-    """serve.json while the API serves (SQLite ledgers: the home folder is in use)."""
+    """serve.json while the API serves (SQLite ledgers: the home folder is in use). The record
+    of another serve still running here (on another port) is put back as this one stops: a
+    serve removes its own record only."""
     if not settings.embedded:
         yield
         return
+    other = find_served().record
     record = ServeRecord(
         url=client_url(host, port),
         pid=os.getpid(),
@@ -126,14 +136,47 @@ def _recorded(
     try:
         yield
     finally:
-        clear_serve(record.pid)
+        if clear_serve(record.pid) and other is not None and other.pid != record.pid:
+            still = find_served().record
+            if still is None and process_alive(other.pid, other.hostname):
+                record_serve(other)
 
 
-def _free_port(host: str) -> int:
+LISTEN_BACKLOG = 2048  # uvicorn's default
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """The API's listening socket, bound as uvicorn binds one (SO_REUSEADDR: a port left in
+    TIME_WAIT is free, one another process listens on is not). OSError when it cannot be."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family) as probe:
-        probe.bind((host, 0))
-        return int(probe.getsockname()[1])
+    listener = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind((host, port))
+        listener.listen(LISTEN_BACKLOG)  # listening: no other socket may bind it now
+    except BaseException:
+        listener.close()
+        raise
+    return listener
+
+
+def _listen_or_fail(host: str, port: int) -> socket.socket:
+    try:
+        return listen(host, port)
+    except OSError as exc:
+        where = client_url(host, port).removeprefix("http://")
+        if exc.errno != errno.EADDRINUSE:
+            fail(f"cannot serve on {where}: {exc.strerror or exc}; nothing was started")
+        served = find_served().record
+        who = (
+            f"`outcomes serve` pid {served.pid} serves it from this folder"
+            if served is not None and served.url == client_url(host, port)
+            else "another process listens on it"
+        )
+        fail(
+            f"cannot serve on {where}: the port is taken ({who}); nothing was started. "
+            "Stop that one, or choose another port (--port N, or --port 0 for a free one)"
+        )
 
 
 def banner(settings: Settings, ledger: str, host: str, port: int) -> list[str]:

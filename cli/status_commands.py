@@ -13,7 +13,7 @@ import click
 from click.core import ParameterSource
 
 from cli.context import with_ledger
-from cli.errors import reports_errors
+from cli.errors import reason, reports_errors
 from cli.home_records import Liveness, Served, find_served, reconciler_liveness
 from cli.output import emit_json, json_option
 from cli.params import FiniteFloatRange
@@ -164,4 +164,4 @@ def _api(url: str, timeout_s: float) -> dict[str, Any]:
     except urllib.error.HTTPError as error:
         return {"url": url, "ready": False, "error": f"HTTP {error.code}"}
     except (OSError, ValueError) as exc:  # refused, timed out, or a malformed URL
-        return {"url": url, "ready": False, "error": f"{type(exc).__name__}: {exc}"}
+        return {"url": url, "ready": False, "error": reason(exc)}

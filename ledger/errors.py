@@ -30,6 +30,7 @@ driver type.
     │   │   └── JobArchivedError            the caller's job, archived (410)
     │   ├── NotCancellableError         a cancel of a job that already started or ended
     │   ├── NotAnAgentError             a token that may read but not submit jobs
+    │   ├── ToolNotGrantedError         a tool-limited token acting on another tool's job
     │   ├── InvalidCursorError          a changes-feed cursor this ledger did not issue
     │   ├── NotASecretError             a place in a job's arguments that holds no secret
     │   └── RateLimitedError            an account submitting faster than its rate
@@ -182,10 +183,13 @@ class TokenError(RequestError):
 
 
 class NotAuthenticatedError(RequestError):
-    """No token, or one that does not exist or is revoked (callers are not told which)."""
+    """No token, or one that does not exist or is revoked (callers are not told which).
+    `presented`: whether a token was presented at all (RFC 6750: a wrong one is
+    `error="invalid_token"`, a missing one no error code)."""
 
-    def __init__(self) -> None:
+    def __init__(self, presented: bool = True) -> None:
         super().__init__("no valid token")
+        self.presented = presented
 
 
 class JobNotFoundError(RequestError):
@@ -225,6 +229,18 @@ class NotAnAgentError(RequestError):
 
     def __init__(self) -> None:
         super().__init__("jobs are submitted with an agent token of one account")
+
+
+class ToolNotGrantedError(RequestError):
+    """A token limited to some tools acting beyond them: cancelling another tool's job."""
+
+    def __init__(self, tool: str, granted: frozenset[str]) -> None:
+        super().__init__(
+            f"this token may act on jobs of {', '.join(sorted(granted)) or 'no tool'} only, "
+            f"not of {tool}"
+        )
+        self.tool = tool
+        self.granted = granted
 
 
 class InvalidCursorError(RequestError):

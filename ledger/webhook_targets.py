@@ -1,14 +1,21 @@
 """Where a webhook may point (docs/webhooks.md, "SSRF"): http or https only, no credentials in
 the URL, and a host that resolves only to public addresses: never this host's own, loopback,
-link-local, a private or shared range, multicast or reserved. Checked at registration and
-again before every attempt (DNS can change). Hosts named in OUTCOMES_WEBHOOK_ALLOW_HOSTS are
-exempt (tests, receivers inside the network).
+link-local, a private or shared range, multicast or reserved. An IPv6 address that carries an
+IPv4 one (IPv4-mapped and -compatible `::a.b.c.d`, NAT64 `64:ff9b::/96`, 6to4 `2002::/16`,
+Teredo) is judged by the IPv4 address it reaches. Checked at registration and again before
+every attempt (DNS can change). Hosts named in OUTCOMES_WEBHOOK_ALLOW_HOSTS are exempt (tests,
+receivers inside the network).
+
+A refused name is not told apart from one that does not resolve, and the address it resolves
+to is never said: the refusal reveals nothing of the network's own DNS (operators see the
+address in the log).
 """
 
 from __future__ import annotations
 
 import functools
 import ipaddress
+import logging
 import socket
 import threading
 from collections.abc import Callable, Iterable
@@ -16,6 +23,7 @@ from urllib.parse import urlsplit
 
 from ledger.errors import WebhookTargetError
 
+log = logging.getLogger(__name__)
 MAX_URL = 2000
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 Resolve = Callable[[str, int], Iterable[str]]
@@ -91,11 +99,31 @@ def parse_target(url: str) -> tuple[str, int]:
     return parts.hostname.lower(), port or (443 if parts.scheme == "https" else 80)
 
 
+NAT64 = ipaddress.IPv6Network("64:ff9b::/96")  # RFC 6052's well-known prefix
+NAT64_LOCAL = ipaddress.IPv6Network("64:ff9b:1::/48")  # RFC 8215: a network's own translators
+IPV4_COMPATIBLE = ipaddress.IPv6Network("::/96")  # RFC 4291's deprecated `::a.b.c.d`
+
+
+def embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv6 one reaches through a translator or a tunnel, or None."""
+    if ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    if ip.sixtofour is not None:
+        return ip.sixtofour
+    if ip.teredo is not None:
+        return ip.teredo[1]  # the client's address (the server's relays to it)
+    if ip in NAT64 or (ip in IPV4_COMPATIBLE and int(ip) > 1):  # `::` and `::1` are not
+        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    return None
+
+
 def refusal(address: str) -> str | None:
     """Why an address is not a webhook's to reach, or None."""
     ip: Address = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip in NAT64_LOCAL:
+            return "a private or reserved address"
+        ip = embedded_ipv4(ip) or ip
     if ip.is_loopback:
         return "a loopback address"
     if ip.is_link_local:
@@ -115,19 +143,36 @@ def check_target(url: str, allow_hosts: frozenset[str], resolve: Resolve = _reso
     connects to that very address, never resolving the name again: a DNS answer that changes
     between the check and the connection (DNS rebinding) cannot steer it inside."""
     host, port = parse_target(url)
-    if host in allow_hosts or host.strip("[]") in allow_hosts:
+    bare = host.strip("[]")
+    if host in allow_hosts or bare in allow_hosts:
         return None
-    try:
-        addresses = list(resolve(host.strip("[]"), port))
-    except (OSError, UnicodeError):
-        raise WebhookTargetError(f"the webhook host {host} does not resolve") from None
-    if not addresses:
-        raise WebhookTargetError(f"the webhook host {host} does not resolve")
-    for address in addresses:
-        why = refusal(address)
+    if _is_address(bare):  # the caller wrote the address: saying what it is reveals nothing
+        why = refusal(bare)
         if why is not None:
             raise WebhookTargetError(
-                f"the webhook host {host} resolves to {why} ({address}); list it in "
-                "OUTCOMES_WEBHOOK_ALLOW_HOSTS to allow it"
+                f"the webhook host {host} is {why}; list it in OUTCOMES_WEBHOOK_ALLOW_HOSTS to "
+                "allow it"
             )
+        return bare
+    try:
+        addresses = list(resolve(bare, port))
+    except (OSError, UnicodeError):
+        addresses = []
+    refused = [(a, why) for a in addresses if (why := refusal(a)) is not None]
+    if not addresses or refused:
+        if refused:  # for operators: the address, which the account is not told
+            log.info("webhook host %s refused: %s (%s)", host, refused[0][1], refused[0][0])
+        raise WebhookTargetError(
+            f"the webhook host {host} does not resolve to public addresses only (whether it "
+            "resolves, and to what, is not said); list it in OUTCOMES_WEBHOOK_ALLOW_HOSTS to "
+            "allow it"
+        )
     return addresses[0]
+
+
+def _is_address(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return False
+    return True

@@ -12,7 +12,12 @@ from pydantic import BaseModel, Field
 
 from ledger.codes import Code
 from ledger.error_info import ErrorInfo
-from ledger.errors import InvalidEventError, JobNotFoundError, NotCancellableError
+from ledger.errors import (
+    InvalidEventError,
+    JobNotFoundError,
+    NotCancellableError,
+    ToolNotGrantedError,
+)
 from ledger.services.cancel import CANCEL_ROLES, MAX_REASON_CHARS, Canceller, cancel, refusal
 from ledger.services.ledger import Ledger
 from ledger.token_view import TokenView
@@ -59,6 +64,8 @@ async def cancel_job(ledger: Ledger, token: TokenView, args: CancelArgs) -> type
         return refused_result(refusal(exc.status, wait), exc.envelope)
     except JobNotFoundError:
         return error_result(job_not_found(args.job_id, "cancel the job"))
+    except ToolNotGrantedError as exc:
+        return error_result(_not_granted(exc))
     except InvalidEventError as exc:
         return error_result(_invalid(str(exc)))
     return job_result(view, 0.0)
@@ -72,6 +79,17 @@ def _denied() -> ErrorInfo:
         required_capability="role:" + "|".join(CANCEL_ROLES),
         fix="use an agent token of the job's account, or an operator's",
         message="Auditors read the ledger; only agents and operators cancel jobs.",
+    )
+
+
+def _not_granted(exc: ToolNotGrantedError) -> ErrorInfo:
+    return ErrorInfo(
+        code=Code.ACCESS_DENIED,
+        dependency="ledger",
+        operation="cancel the job",
+        required_capability=f"tool:{exc.tool}",
+        fix="cancel it with a token of that tool, or an operator's",
+        message=f"{str(exc).capitalize()}.",
     )
 
 

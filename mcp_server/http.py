@@ -24,6 +24,7 @@ import orjson
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.types import Receive, Scope, Send
 
+from ledger.bearer import bearer_challenge
 from ledger.codes import Code
 from ledger.dispatch import Dispatcher
 from ledger.error_info import ErrorInfo
@@ -80,8 +81,8 @@ class McpHttp:
                 return
             try:
                 view = await anyio.to_thread.run_sync(_authenticate, self._ledger, scope)
-            except NotAuthenticatedError:
-                await _unauthorized(send)
+            except NotAuthenticatedError as exc:
+                await _unauthorized(send, exc.presented)
                 return
             scope = {**scope, TOKEN_KEY: view}
         if self._sessions is None:
@@ -126,7 +127,7 @@ def _authenticate(ledger: Ledger, scope: Scope) -> TokenView:
     header = next((v for k, v in scope["headers"] if k == b"authorization"), b"")
     kind, _, token = header.decode("latin-1").partition(" ")
     if kind.lower() != "bearer" or not token.strip():
-        raise NotAuthenticatedError()
+        raise NotAuthenticatedError(presented=False)
     return tokens.authenticate(ledger, token.strip())
 
 
@@ -138,17 +139,18 @@ async def _identify(ctx: Context) -> TokenView:
     return view
 
 
-async def _unauthorized(send: Send) -> None:
-    """401 as a JSON-RPC error, which MCP clients show as is, with the envelope's error."""
+async def _unauthorized(send: Send, presented: bool) -> None:
+    """401 as a JSON-RPC error, which MCP clients show as is, with the envelope's error. A
+    token presented and refused is `error="invalid_token"` (RFC 6750): a client stops there
+    instead of starting OAuth discovery."""
     error = ErrorInfo(
         code=Code.ACCESS_DENIED,
         operation="authenticate",
         fix="send Authorization: Bearer <token> (outcomes tokens create --role agent)",
         message=NOT_AUTHENTICATED,
     )
-    await _refuse(
-        send, 401, error, UNAUTHENTICATED, [(b"www-authenticate", b'Bearer realm="outcome-ledger"')]
-    )
+    challenge = bearer_challenge(presented, realm="outcome-ledger").encode("latin-1")
+    await _refuse(send, 401, error, UNAUTHENTICATED, [(b"www-authenticate", challenge)])
 
 
 async def _refuse(

@@ -42,6 +42,7 @@ from ledger.errors import (
     RateLimitedError,
 )
 from ledger.job_view import JobView, envelope
+from ledger.json_limits import value_refusal
 from ledger.services import catalog, jobs
 from ledger.services.ledger import Ledger
 from ledger.services.outbox import Outbox
@@ -145,6 +146,10 @@ class LedgerMcp:
     ) -> types.CallToolResult | dict[str, Any]:
         token = await self.caller(ctx)
         arguments = dict(params.arguments or {})
+        # The SDK parsed the request leniently (NaN, any depth): the HTTP door's rules here.
+        # Depth 2: a call's arguments sit where `args` sits in POST /v1/jobs's body.
+        if why := value_refusal(arguments, depth=2):
+            return error_result(_invalid(f"the arguments are refused: {why}"))
         if params.name == OUTCOME_CANCEL:
             cancelling = _parse(params.name, CancelArgs, arguments)
             if isinstance(cancelling, ErrorInfo):

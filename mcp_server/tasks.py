@@ -33,7 +33,7 @@ from mcp.shared.exceptions import MCPError
 from pydantic import Field
 
 from ledger.codes import Status
-from ledger.errors import JobNotFoundError, NotCancellableError
+from ledger.errors import JobNotFoundError, NotCancellableError, ToolNotGrantedError
 from ledger.job_view import JobView
 from ledger.services import cancel, jobs
 from ledger.services.cancel import CANCEL_ROLES
@@ -134,6 +134,8 @@ class TaskMethods:
             await anyio.to_thread.run_sync(self._cancel, self._ledger, token, params.task_id)
         except JobNotFoundError:
             raise _unknown(params.task_id) from None
+        except ToolNotGrantedError as exc:
+            raise MCPError(types.INVALID_REQUEST, f"{str(exc).capitalize()}.") from None
         return {"resultType": "complete"}
 
     async def update(self, ctx: Context, params: UpdateParams) -> dict[str, Any]:

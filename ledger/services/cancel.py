@@ -21,6 +21,7 @@ from ledger.errors import (
     InvalidEventError,
     JobNotFoundError,
     NotCancellableError,
+    ToolNotGrantedError,
 )
 from ledger.events import Cancellation, NewEvent, WorkDeclined
 from ledger.job_view import JobView, envelope
@@ -46,10 +47,12 @@ class Canceller:
     role: str
     actor: str  # the token's id, or the operator's name at the command line
     at_cli: bool = False
+    tools: frozenset[str] | None = None  # a token limited to these tools cancels their jobs
 
     @classmethod
     def of_token(cls, token: TokenView) -> Canceller:
-        return cls(token.account, token.role, token.token_id)
+        tools = None if token.tools is None else frozenset(token.tools)
+        return cls(token.account, token.role, token.token_id, tools=tools)
 
     @classmethod
     def operator(cls, name: str) -> Canceller:
@@ -78,9 +81,10 @@ def checked_reason(reason: str | None) -> str | None:
 def cancel(ledger: Ledger, job_id: str, by: Canceller, reason: str | None = None) -> JobView:
     """Cancel the job if no worker has started it; the job's view after the cancel.
 
-    JobNotFoundError: unknown, or another account's. NotCancellableError: running or ended
-    (nothing was changed; it carries the job's envelope). A job cancelled before answers its
-    view again, whoever asks and whatever the reason."""
+    JobNotFoundError: unknown, or another account's. ToolNotGrantedError: a job of a tool
+    the token is not limited to (it reads it, it does not cancel it). NotCancellableError:
+    running or ended (nothing was changed; it carries the job's envelope). A job cancelled
+    before answers its view again, whoever asks and whatever the reason."""
     key = job_key(job_id)
     if key is None:
         raise JobNotFoundError(job_id)
@@ -90,6 +94,8 @@ def cancel(ledger: Ledger, job_id: str, by: Canceller, reason: str | None = None
             view = tx.job(key)
             if view is None or not may_see(by.account, view.account):
                 raise JobNotFoundError(job_id)
+            if by.tools is not None and view.tool not in by.tools:
+                raise ToolNotGrantedError(view.tool, by.tools)
             if view.cancelled is not None:
                 return view  # idempotent: the first cancel's answer
             if view.status not in CANCELLABLE:

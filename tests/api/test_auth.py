@@ -20,26 +20,35 @@ from tests.tools import ECHO
 AUDITOR_ONLY = ("/v1/audit/events", "/v1/audit/summary", "/v1/brakes")
 
 
-def assert_401(response: Any) -> None:
+INVALID_TOKEN = 'Bearer error="invalid_token"'
+
+
+def assert_401(response: Any, challenge: str = INVALID_TOKEN) -> None:
+    """A 401; by default for a token presented and refused: RFC 6750's `invalid_token`, so a
+    client (the MCP Inspector) stops there instead of discovering OAuth."""
     assert response.status_code == 401, response.text
     assert response.headers["content-type"] == "application/problem+json"
-    assert response.headers["www-authenticate"] == "Bearer"
+    assert response.headers["www-authenticate"] == challenge
     assert response.json()["error"]["code"] == "ACCESS_DENIED"
 
 
 @pytest.mark.parametrize(
-    "headers",
+    ("headers", "challenge"),
     [
-        {},
-        {"Authorization": "Bearer"},
-        {"Authorization": "Bearer ol_not-a-real-token"},
-        {"Authorization": "Basic dXNlcjpwYXNz"},
+        ({}, "Bearer"),
+        ({"Authorization": "Bearer"}, "Bearer"),
+        ({"Authorization": "Bearer ol_not-a-real-token"}, INVALID_TOKEN),
+        ({"Authorization": "Basic dXNlcjpwYXNz"}, "Bearer"),
     ],
 )
-def test_missing_or_unknown_token_is_401(client: TestClient, headers: dict[str, str]) -> None:
-    assert_401(client.get("/v1/jobs", headers=headers))
-    assert_401(client.get(f"/v1/jobs/{uuid.uuid4()}", headers=headers))
-    assert_401(client.post("/v1/jobs", json={"tool": ECHO, "args": {}}, headers=headers))
+def test_missing_or_unknown_token_is_401(
+    client: TestClient, headers: dict[str, str], challenge: str
+) -> None:
+    """No token: the bare challenge (RFC 6750 §3.1: no error code); a wrong one:
+    `error="invalid_token"`."""
+    assert_401(client.get("/v1/jobs", headers=headers), challenge)
+    assert_401(client.get(f"/v1/jobs/{uuid.uuid4()}", headers=headers), challenge)
+    assert_401(client.post("/v1/jobs", json={"tool": ECHO, "args": {}}, headers=headers), challenge)
 
 
 def test_revoked_token_is_401_everywhere(

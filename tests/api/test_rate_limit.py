@@ -15,6 +15,7 @@ from ledger.fairness import Limits
 from ledger.persistence.engine import make_engine
 from ledger.persistence.sql_store import SqlStore
 from ledger.services.ledger import Ledger
+from ledger.services.tokens import revoke as revoke_token
 from tests.factories import ERROR_KEYS
 from tests.plugins.api import RecordingDispatcher, Tokens, bearer
 from tests.tools import ECHO
@@ -70,3 +71,18 @@ def test_the_bucket_refills_at_its_rate(any_store: Any) -> None:
     assert 1.0 < wait <= 2.0  # a token in about 2 s
     assert any_store.take_submit_token("acme", 0.5, 2) > 0  # a refused take took nothing
     assert any_store.take_submit_token("globex", 0.5, 2) == 0.0
+
+
+def test_a_revoked_token_is_401_not_429_while_its_account_is_rate_limited(
+    client: TestClient, tokens: Tokens, store: SqlStore
+) -> None:
+    """The rate is taken before the decision's append re-checks the token: a limited submit
+    with a token revoked since this process admitted it must still hear 401."""
+    client.app.state.api.ledger.limits = LIMITS  # type: ignore[attr-defined]
+    answers = [_submit(client, tokens.acme).status_code for _ in range(4)]
+    assert answers == [202, 202, 202, 429]  # admitted (known to this process), then limited
+    revoke_token(Ledger(store), tokens.acme_id, actor="tests")
+    refused = _submit(client, tokens.acme)
+    assert refused.status_code == 401, refused.text
+    assert refused.headers["www-authenticate"] == 'Bearer error="invalid_token"'
+    assert _submit(client, tokens.acme).status_code == 401  # and it stays forgotten

@@ -34,4 +34,4 @@ def test_operators_list_read_deliveries_and_remove_webhooks(
     assert f"webhook {hook} removed" in outcomes("webhooks", "remove", hook).stdout
     assert orjson.loads(outcomes("webhooks", "list", "--json").stdout)["webhooks"] == []
     unknown = outcomes("webhooks", "deliveries", "no-such-hook", ok=False)
-    assert unknown.exit_code == 1 and "WebhookNotFoundError" in unknown.stderr
+    assert unknown.exit_code == 1 and "outcomes: no webhook no-such-hook" in unknown.stderr

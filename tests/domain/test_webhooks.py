@@ -14,6 +14,7 @@ from ledger.webhook_targets import check_target
 from ledger.webhooks import DeliveryPolicy, new_secret, open_secret, seal_secret, signed_headers
 
 PUBLIC = "93.184.215.14"
+HIDDEN = "does not resolve to public addresses only"
 
 
 def resolves_to(*addresses: str):  # type: ignore[no-untyped-def]
@@ -24,7 +25,7 @@ def resolves_to(*addresses: str):  # type: ignore[no-untyped-def]
     ("url", "addresses", "why"),
     [
         ("http://127.0.0.1/x", ["127.0.0.1"], "loopback"),
-        ("http://localhost:8080/", ["127.0.0.1", "::1"], "loopback"),
+        ("http://localhost:8080/", ["127.0.0.1", "::1"], HIDDEN),
         ("http://[::1]/", ["::1"], "loopback"),
         ("http://10.1.2.3/", ["10.1.2.3"], "private"),
         ("http://192.168.0.10/", ["192.168.0.10"], "private"),
@@ -36,12 +37,54 @@ def resolves_to(*addresses: str):  # type: ignore[no-untyped-def]
         ("http://0.0.0.0/", ["0.0.0.0"], "private or reserved"),
         ("http://239.1.1.1/", ["239.1.1.1"], "multicast"),
         # One private address among public ones is enough (a client may pick any).
-        ("https://mixed.example/", [PUBLIC, "10.0.0.1"], "private"),
+        ("https://mixed.example/", [PUBLIC, "10.0.0.1"], HIDDEN),
+        # IPv6 forms that carry an IPv4 address are judged by it (issue 47, Lows).
+        ("http://[64:ff9b::a00:1]/", [], "private"),  # NAT64 to 10.0.0.1
+        ("http://[64:ff9b::7f00:1]/", [], "loopback"),  # NAT64 to 127.0.0.1
+        ("http://[64:ff9b::a9fe:a9fe]/", [], "link-local"),  # NAT64 to 169.254.169.254
+        ("http://[64:ff9b:1::808:808]/", [], "private or reserved"),  # a network's own NAT64
+        ("http://[2002:a00:1::]/", [], "private"),  # 6to4 of 10.0.0.1
+        ("http://[2002:7f00:1::1]/", [], "loopback"),  # 6to4 of 127.0.0.1
+        ("http://[::10.0.0.1]/", [], "private"),  # IPv4-compatible
+        ("http://[::127.0.0.1]/", [], "loopback"),
+        ("http://[::ffff:a9fe:a9fe]/", [], "link-local"),  # IPv4-mapped, hex
+        ("http://[2001:0:4136:e378:8000:63bf:f5ff:fffe]/", [], "private"),  # Teredo, 10.0.0.1
+        ("https://nat64.example/", ["64:ff9b::a00:1"], HIDDEN),  # a name resolving to one
     ],
 )
 def test_a_url_reaching_inside_is_refused(url: str, addresses: list[str], why: str) -> None:
-    with pytest.raises(WebhookTargetError, match=why):
+    with pytest.raises(WebhookTargetError, match=why) as refused:
         check_target(url, frozenset(), resolves_to(*addresses))
+    if why == HIDDEN:  # a name: what it resolves to is not said
+        assert not any(a in str(refused.value) for a in addresses)
+        assert "private" not in str(refused.value) and "loopback" not in str(refused.value)
+
+
+def test_a_refused_name_reveals_neither_its_address_nor_whether_it_resolves() -> None:
+    """The account hears the same for an internal name and for none: nothing of the
+    network's own DNS."""
+
+    def fails(host: str, port: int) -> list[str]:
+        raise OSError("Name or service not known")
+
+    internal = ""
+    for addresses in (["10.20.30.40"], ["fd00::1234"], ["127.0.0.1"], ["169.254.169.254"]):
+        with pytest.raises(WebhookTargetError) as refused:
+            check_target("https://db.internal/", frozenset(), resolves_to(*addresses))
+        assert addresses[0] not in str(refused.value)
+        internal = internal or str(refused.value)
+        assert str(refused.value) == internal
+    with pytest.raises(WebhookTargetError) as nowhere:
+        check_target("https://db.internal/", frozenset(), fails)
+    assert str(nowhere.value) == internal
+
+
+@pytest.mark.parametrize(
+    "address",
+    ["64:ff9b::5db8:d70e", "2002:5db8:d70e::1", "::ffff:93.184.215.14", "2606:2800:220:1::1"],
+)
+def test_an_ipv6_address_reaching_a_public_ipv4_one_passes(address: str) -> None:
+    assert check_target(f"https://[{address}]/", frozenset(), resolves_to()) == address
 
 
 @pytest.mark.parametrize(

@@ -31,6 +31,7 @@ INITIALIZE = {
         "clientInfo": {"name": "origin-test", "version": "1"},
     },
 }
+REALM = 'Bearer realm="outcome-ledger"'
 ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
@@ -146,3 +147,26 @@ def test_a_get_is_answered_at_once_never_held_open(served: str, agent: str) -> N
         answer = http.get("/mcp", headers=headers(agent))
     assert answer.status_code == 405 and answer.headers["allow"] == "POST"
     assert time.monotonic() - started < 5
+
+
+@pytest.mark.parametrize(
+    ("auth", "challenge"),
+    [
+        ({"Authorization": "Bearer ol_wrong"}, f'{REALM}, error="invalid_token"'),
+        ({}, REALM),
+    ],
+)
+def test_a_wrong_token_is_invalid_token_so_a_client_stops_before_oauth_discovery(
+    ledger: Ledger, agent: str, auth: dict[str, str], challenge: str
+) -> None:
+    """RFC 6750 §3: a token presented and refused (unknown or revoked) answers 401 with
+    `error="invalid_token"`; without a token, the bare challenge."""
+    with client_of(ledger) as client:
+        answer = client.post("/mcp", json=INITIALIZE, headers=ACCEPT | auth)
+        assert answer.status_code == 401, answer.text
+        assert answer.json()["error"]["data"]["error"]["code"] == "ACCESS_DENIED"
+        assert answer.headers["www-authenticate"] == challenge
+        tokens.revoke(ledger, tokens.authenticate(ledger, agent).token_id, actor="tests")
+        revoked = client.post("/mcp", json=INITIALIZE, headers=headers(agent))
+        assert revoked.status_code == 401
+        assert revoked.headers["www-authenticate"].endswith('error="invalid_token"')

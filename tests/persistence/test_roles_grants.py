@@ -225,7 +225,7 @@ def test_a_role_that_could_rewrite_history_is_refused(pg_database: str) -> None:
         admin_execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(member)))
     for refused in (superuser, of_the_owner):
         assert refused.exit_code == 1
-        assert "ConfigurationError" in refused.stderr
+        assert "Error" not in refused.stderr
         assert "could rewrite the ledger" in refused.stderr
 
 
