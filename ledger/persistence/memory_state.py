@@ -14,6 +14,7 @@ from ledger.brake_view import BrakeView
 from ledger.event_log import FINDER, FINDINGS, finding_cause
 from ledger.events import RecordedEvent
 from ledger.job_view import JobView
+from ledger.persistence.memory_tree import MemoryTree
 from ledger.queueing import DispatchState
 from ledger.rebuild_state import RebuildProgress
 from ledger.token_view import TokenView
@@ -68,6 +69,7 @@ class MemoryState:
     findings: dict[tuple[str, str], tuple[int, datetime]] = field(default_factory=dict)
     verifications: list[VerificationRecord] = field(default_factory=list)
     rebuild: RebuildProgress | None = None  # where an online rebuild stands
+    tree: MemoryTree = field(default_factory=MemoryTree)  # the Merkle tree over ledger order
 
     def count_job(self, before: JobView | None, after: JobView) -> Undo:
         """A job's view replaced: its group's count moves; what undoes it."""
