@@ -307,7 +307,8 @@ ledger_ticks = Table(
 )
 
 # The Merkle tree over ledger order (migration 0020, docs/integrity.md "Proofs"): every
-# complete subtree at a level divisible by 4 (0: the leaf hashes; ledger.merkle_store), added
+# complete subtree at a level divisible by 4 above the leaves (4, 8, …; ledger.merkle_store;
+# a leaf is recomputed from its event, ledger/persistence/sql_tree.py), added
 # once and never changed. Leaf i is the event at ledger position `ledger_tree.start_position
 # + i`. Postgres: the sequencer's tick extends it; SQLite: each write, under its write lock.
 merkle_nodes = Table(

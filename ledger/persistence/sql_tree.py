@@ -2,6 +2,10 @@
 write. Postgres's sequencer extends the tree in its tick (`outcomes_tree_extend`, migration
 0020); its newest tick row holds the size and frontier (`outcomes_tree_at()`). SQLite keeps them
 in `ledger_tree`, updated by each write under its write lock (writers are serialized).
+
+`merkle_nodes` holds levels 4, 8, … only: a leaf (level 0) is recomputed from its event's
+stored hash, read by ledger position (`SqlLeaves`; docs/integrity.md, "Proofs": a stored leaf
+row cost 125 bytes on Postgres).
 """
 
 from __future__ import annotations
@@ -14,9 +18,16 @@ from sqlalchemy import Connection, bindparam, func, insert, select, text, update
 from ledger.errors import ImmutableLedgerError, SchemaMissingError
 from ledger.events import RecordedEvent
 from ledger.merkle import HASH_SIZE, Frontier, event_leaf_hash
-from ledger.merkle_store import append_leaves
+from ledger.merkle_store import LeavesFromEvents, append_leaves
 from ledger.persistence.errors import translated
-from ledger.persistence.schema import events, ledger_order, ledger_tree, merkle_gaps, merkle_nodes
+from ledger.persistence.schema import (
+    events,
+    ledger_events,
+    ledger_order,
+    ledger_tree,
+    merkle_gaps,
+    merkle_nodes,
+)
 from ledger.persistence.sql_rows import PAGE, row_to_event
 from ledger.persistence.tree_contract import TreeReads, TreeState
 
@@ -54,6 +65,21 @@ _SQLITE_STREAM_POSITIONS = (
     .where(events.c.stream_id == bindparam("stream_id"))
     .order_by(events.c.stream_version)
 )
+_START = select(ledger_tree.c.start_position).where(ledger_tree.c.id == 1)
+# SQLite: how many positions were burned before leaf `leaf` (the last gap at or below it).
+_SKIPPED_BEFORE_LEAF = (
+    select(merkle_gaps.c.skipped)
+    .where(merkle_gaps.c.position - bindparam("start") - merkle_gaps.c.skipped <= bindparam("leaf"))
+    .order_by(merkle_gaps.c.position.desc())
+    .limit(1)
+)
+# The events from a ledger position on, in ledger order: their position and stored hash.
+_HASHES_FROM = (
+    select(ledger_events.c.position, ledger_events.c.hash)
+    .where(ledger_events.c.position >= bindparam("first"))
+    .order_by(ledger_events.c.position)
+    .limit(bindparam("limit"))
+)
 _PUT_NODES = insert(merkle_nodes)
 _PUT_STATE = (
     update(ledger_tree)
@@ -84,7 +110,8 @@ def read_state(conn: Connection) -> TreeState:
 
 
 class SqlSubtreeHashes:
-    """`ledger.merkle_store.SubtreeHashes` over `merkle_nodes`, on one connection."""
+    """`ledger.merkle_store.SubtreeHashes` over `merkle_nodes` (levels 4, 8, …), on one
+    connection."""
 
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
@@ -95,14 +122,63 @@ class SqlSubtreeHashes:
             return [bytes(h) for h in self.conn.execute(_NODES, params).scalars()]
 
 
+class SqlLeaves:
+    """Level 0 of the tree, recomputed: the leaf hashes `start` .. `stop - 1` from the events
+    at their ledger positions (SHA-256(0x00 ‖ the event's stored hash)), one read. Leaf i is at
+    position `start_position + i` (SQLite: plus the positions burned before it, `merkle_gaps`).
+    Answers the leaves up to the first position missing (a shorter list: the proof is refused
+    as a stored subtree missing)."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self._start: int | None = None
+
+    def __call__(self, start: int, stop: int) -> Sequence[bytes]:
+        if stop <= start:
+            return []
+        first = self.first_position(start)
+        with translated():
+            rows = self.conn.execute(_HASHES_FROM, {"first": first, "limit": stop - start}).all()
+        dense = self.conn.dialect.name == "postgresql"
+        found = []
+        for at, (position, event_hash) in enumerate(rows):
+            if dense and position != first + at:
+                break  # a position missing: the leaves after it are not these rows
+            found.append(event_leaf_hash(event_hash))
+        return found
+
+    def first_position(self, leaf: int) -> int:
+        """The ledger position of leaf `leaf`."""
+        if self._start is None:
+            with translated():
+                found = self.conn.execute(_START).scalar()
+            if found is None:
+                raise SchemaMissingError(
+                    "the ledger has no Merkle tree row: run `outcomes migrate`"
+                )
+            self._start = int(found)
+        if self.conn.dialect.name == "postgresql":
+            return self._start + leaf
+        params = {"start": self._start, "leaf": leaf}
+        with translated():
+            skipped = self.conn.execute(_SKIPPED_BEFORE_LEAF, params).scalar()
+        return self._start + leaf + int(skipped or 0)
+
+
+def sql_tree_hashes(conn: Connection) -> LeavesFromEvents:
+    """The stored tree on this connection: levels 4, 8, … from `merkle_nodes`, the leaves
+    from the events."""
+    return LeavesFromEvents(SqlSubtreeHashes(conn), SqlLeaves(conn))
+
+
 class SqlTreeReads(TreeReads):
     conn: Connection
 
     def tree_state(self) -> TreeState:
         return read_state(self.conn)
 
-    def tree_hashes(self) -> SqlSubtreeHashes:
-        return SqlSubtreeHashes(self.conn)
+    def tree_hashes(self) -> LeavesFromEvents:
+        return sql_tree_hashes(self.conn)
 
     def tree_leaf_index(self, position: int) -> int | None:
         state = self.tree_state()
@@ -147,11 +223,13 @@ def grow_at_write(conn: Connection, recorded: Sequence[RecordedEvent]) -> None:
             f"events written at positions {positions[0]}..{positions[-1]} do not follow the "
             f"Merkle tree's last leaf (position {expected - 1}): run `outcomes audit verify`"
         )
-    growth = append_leaves(state.frontier, (event_leaf_hash(e.hash) for e in recorded))
+    leaves = (event_leaf_hash(e.hash) for e in recorded)
+    growth = append_leaves(state.frontier, leaves, leaves=False)
     nodes: list[dict[str, Any]] = [
         {"level": s.level, "idx": s.index, "hash": s.hash} for s in growth.to_store
     ]
-    conn.execute(_PUT_NODES, nodes)
+    if nodes:
+        conn.execute(_PUT_NODES, nodes)
     conn.execute(
         _PUT_STATE,
         {"size": growth.frontier.size, "frontier": b"".join(growth.frontier.hashes)},

@@ -15,7 +15,9 @@
 -- at ledger position ledger_tree.start_position + i, its leaf hash SHA-256(0x00 || the 32
 -- bytes of the event's `hash`); the tick's row in `ledger_ticks` keeps the tree's size and
 -- frontier after it (the newest row with them is the tree's head; before any, `ledger_tree`'s
--- own), and `merkle_nodes` every complete subtree of level 0, 4, 8, … (append-only).
+-- own), and `merkle_nodes` every complete subtree of level 4, 8, … (append-only). The leaves
+-- themselves are not stored: each is recomputed from its event's hash when a proof reads it
+-- (ledger/persistence/sql_tree.py), as a row with its index a leaf cost 125 bytes.
 --
 -- outcomes_sequencer_at: where the sequencer stands — the newest tick's number, head position
 -- and link, and snapshot. Each tick that gives positions inserts a row into `ledger_ticks` (and
@@ -64,8 +66,8 @@ END $$;
 
 -- outcomes_tree_extend: the tree of `p_size` leaves whose frontier is `p_frontier` (the roots
 -- of its perfect subtrees, largest first, 32 bytes each) with these events' hashes (hex) as its
--- next leaves: stores every leaf hash and each subtree it completes at a level divisible by 4,
--- and answers the new size and frontier. Never reads a stored node: O(1) hashes a leaf,
+-- next leaves: stores each subtree they complete at a level divisible by 4 above the leaves
+-- (4, 8, …), and answers the new size and frontier. Never reads a stored node: O(1) hashes a leaf,
 -- amortised (ledger.merkle.Frontier.grow computes the same).
 CREATE OR REPLACE FUNCTION outcomes_tree_extend(p_size bigint, p_frontier bytea,
                                                 p_hashes text[],
@@ -88,8 +90,6 @@ BEGIN
     END IF;
     FOREACH h IN ARRAY p_hashes LOOP
         v := sha256('\x00'::bytea || decode(h, 'hex'));
-        k := k + 1;
-        levels[k] := 0; idxs[k] := n; hashes[k] := v;
         lvl := 0;
         WHILE (n >> lvl) & 1 = 1 LOOP
             v := sha256('\x01'::bytea || substring(f FROM length(f) - 31) || v);

@@ -2,10 +2,11 @@
 "Proofs").
 
 - `merkle_nodes (level, idx, hash)`: every complete subtree of the tree at a level divisible
-  by 4 (0: the leaves, 4: 16 leaves, 8: 256, …), appended once, never changed (append-only:
+  by 4 above the leaves (4: 16 leaves, 8: 256, …), appended once, never changed (append-only:
   triggers, and the application role may only read and insert). Leaf i is the event at ledger
   position `ledger_tree.start_position + i`; its leaf hash is SHA-256(0x00 || the 32 bytes of
-  the event's `hash`).
+  the event's `hash`), recomputed from the event whenever a proof needs it (not stored: a row
+  a leaf cost 125 bytes on Postgres).
 - `merkle_gaps` (SQLite only; Postgres's positions are dense): the positions a write burned
   after the tree's start, so the leaf of a position is still found in one read.
 - `ledger_tree`: one row: the position of leaf 0, and the tree's size and frontier as this
@@ -41,7 +42,7 @@ depends_on = None
 HERE = Path(__file__).parent
 SEQUENCE_FUNCTION = HERE / f"{revision}_outcomes_sequence.sql"
 PREVIOUS_SEQUENCE_FUNCTION = HERE / "0015_outcomes_sequence.sql"
-STRATUM = 4  # levels 0, 4, 8, … are stored (ledger.merkle_store.STRATUM)
+STRATUM = 4  # levels 4, 8, … are stored (ledger.merkle_store.STRATUM; leaves recomputed)
 CHUNK = 10_000  # events hashed into the tree per statement while building it
 
 POSTGRES_IMMUTABLE = [
@@ -141,7 +142,6 @@ def _sqlite_build() -> None:
     )
     for (event_hash,) in rows:
         value = hashlib.sha256(b"\x00" + bytes.fromhex(event_hash)).digest()
-        nodes.append({"level": 0, "idx": size, "hash": value})
         level = 0
         while size >> level & 1:
             value = hashlib.sha256(b"\x01" + stack.pop() + value).digest()

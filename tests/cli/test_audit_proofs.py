@@ -16,7 +16,7 @@ from pymerkle import InmemoryTree
 
 from cli.errors import EXIT_PROBLEM
 from tests.plugins.cli import Invoke
-from tests.plugins.tampering import Seeded, tamper_set
+from tests.plugins.tampering import Seeded, rehash, tamper_set
 
 SEED = base64.b64encode(bytes(range(32))).decode()
 
@@ -180,3 +180,17 @@ def test_an_edited_outcome_row_is_refused_by_prove(outcomes: Invoke, seeded: See
     tamper_set(seeded.url, target.position, actor="worker:mallory")
     result = outcomes("audit", "prove", seeded.streams["charge"].removeprefix("job-"), ok=False)
     assert result.exit_code != 0 and "TamperedLeafError" in result.stderr
+
+
+def test_a_row_rewritten_with_its_hash_is_refused_by_prove(
+    outcomes: Invoke, seeded: Seeded
+) -> None:
+    """A forger who re-hashes the row (the stream's last event: no later link to mend): its
+    content makes its hash, but the leaf it makes, recomputed from the row (the stores keep no
+    leaf), no longer adds up to the stored tree and head."""
+    target = seeded.event("charge", 3)
+    rehash(seeded, target, target.data | {"result": {"charge_id": "ch_forged"}})
+    assert seeded.event("charge", 3).hash != target.hash
+    result = outcomes("audit", "prove", seeded.streams["charge"].removeprefix("job-"), ok=False)
+    assert result.exit_code != 0 and "TamperedLeafError" in result.stderr
+    assert "does not add up" in result.stderr

@@ -104,10 +104,32 @@ def test_a_job_written_in_one_batch_lands_in_the_tree(any_store: Store) -> None:
     "statement", ["UPDATE merkle_nodes SET idx = idx + 100", "DELETE FROM merkle_nodes"]
 )
 def test_stored_subtrees_are_append_only(store: SqlStore, statement: str) -> None:
-    fill(store, 1)
+    fill(store, 6)  # 18 leaves: one stored subtree (level 4)
     store.sequence()
     with pytest.raises(DBAPIError), store.engine.begin() as conn:
         conn.execute(text(statement))
+
+
+def test_sql_stores_keep_no_leaf_and_recompute_it_from_its_event(store: SqlStore) -> None:
+    """Levels 4, 8, … only in `merkle_nodes` (a leaf row cost 125 bytes on Postgres): a
+    level-0 read is the events' stored hashes, hashed as leaves, by ledger position."""
+    fill(store, 90)  # 270 leaves: 16 subtrees of level 4, one of level 8
+    found = ordered(store)
+    leaves = [event_leaf_hash(e.hash) for e in found]
+    with store.engine.connect() as conn:
+        levels = dict(
+            conn.execute(text("SELECT level, count(*) FROM merkle_nodes GROUP BY level")).all()
+        )
+    assert levels == {4: 16, 8: 1}
+    with store.in_order() as reads:
+        hashes = reads.tree_hashes()
+        assert list(hashes.read(0, 0, 270)) == leaves
+        assert list(hashes.read(0, 256, 300)) == leaves[256:]  # runs past the tree: what is
+        assert list(hashes.read(0, 270, 280)) == []
+        head = reads.tree_state().frontier.head()
+        for at in (0, 15, 16, 255, 256, 269):
+            assert inclusion_proof(hashes, at, 270).verify(leaves[at], head)
+        assert frontier_at(hashes, 37) == Frontier.empty().extend(leaves[:37])
 
 
 def test_a_burned_position_leaves_no_hole_in_the_tree(store: SqlStore) -> None:
@@ -124,3 +146,9 @@ def test_a_burned_position_leaves_no_hole_in_the_tree(store: SqlStore) -> None:
         assert state.frontier == Frontier.empty().extend(event_leaf_hash(e.hash) for e in found)
         assert state.last_position == found[-1].position
         assert [reads.tree_leaf_index(e.position) for e in found] == list(range(6))
+        leaves = [event_leaf_hash(e.hash) for e in found]
+        hashes = reads.tree_hashes()  # leaves read across the burned positions
+        assert list(hashes.read(0, 0, 6)) == list(hashes.read(0, 0, 3)) + list(hashes.read(0, 3, 6))
+        assert list(hashes.read(0, 0, 6)) == leaves
+        for at in range(6):
+            assert inclusion_proof(hashes, at, 6).verify(leaves[at], state.frontier.head())
