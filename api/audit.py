@@ -12,7 +12,7 @@ import re
 from datetime import UTC, datetime
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Path, Query
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -20,13 +20,15 @@ from api.auth import require
 from api.models import ACCOUNT, PRINTABLE, EventPage, Summary
 from api.openapi import problems
 from api.pages import json_response, page
-from api.problems import invalid_input
+from api.problems import ApiProblem, invalid_input
 from api.state import state_of
 from ledger.access import account_scope
 from ledger.codes import Code
+from ledger.error_info import ErrorInfo
+from ledger.errors import JobNotEndedError, JobNotFoundError, TamperedLeafError
 from ledger.public import public_event
 from ledger.queries import MAX_POSITION, EventFilter, JobSummary
-from ledger.services import audit
+from ledger.services import audit, proofs
 from ledger.token_view import TokenView
 
 router = APIRouter(tags=["audit"])
@@ -122,3 +124,46 @@ def _utc(text: str | None) -> datetime | None:
         return moment.astimezone(UTC)
     except (ValueError, OverflowError):
         raise invalid_input("A time is out of range or not a calendar time.") from None
+
+
+@router.get(
+    "/v1/audit/head",
+    summary="The Merkle tree head now (signed when the ledger has a signing key)",
+    responses=problems(401, 403, 503),
+)
+def audit_head(request: Request, caller: Reader) -> Response:
+    return json_response(proofs.head(state_of(request).ledger).to_json())
+
+
+@router.get(
+    "/v1/audit/proofs/{job_id}",
+    summary="An inclusion receipt of a job's outcome in the current Merkle tree",
+    responses=problems(401, 403, 404, 409, 503),
+)
+def audit_proof(
+    request: Request, caller: Reader, job_id: Annotated[str, Path(max_length=100)]
+) -> Response:
+    ledger = state_of(request).ledger
+    scope = account_scope(caller.account)
+    if scope is not None:
+        view, _ = ledger.store.read_job(job_id)
+        if view is None or view.account != scope:
+            raise JobNotFoundError(job_id)  # another account's job is no different from none
+    try:
+        found = proofs.prove(ledger, job_id)
+    except JobNotEndedError as exc:
+        raise ApiProblem(409, _no_outcome(str(exc), "wait for the job's outcome")) from None
+    except TamperedLeafError as exc:
+        message = f"{exc} Run `outcomes audit verify`."
+        raise ApiProblem(500, _no_outcome(message, "report it to the ledger's operators")) from None
+    return json_response(found.receipt)
+
+
+def _no_outcome(message: str, fix: str) -> ErrorInfo:
+    return ErrorInfo(
+        code=Code.REFERENCE_UNRESOLVED,
+        dependency="ledger",
+        operation="prove a job's outcome",
+        fix=fix,
+        message=message,
+    )

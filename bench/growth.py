@@ -127,7 +127,7 @@ def measure(stage: Stage, url: str, env: dict[str, str], logs: Path, calls: int)
         f["status_s"] = status.seconds
         verify = run_command(["audit", "verify", "--json"], env)
         f["verify"] = _ran(verify)
-        digest = run_command(["audit", "digest"], env)
+        digest = run_command(["audit", "digest", "--streams"], env)
         f["digest"] = _ran(digest) | {"bytes": len(digest.stdout.encode())}
         f["idle_p99_ms"] = p50_p99(agent_latencies(base, agent, calls))[1]
         f["rebuild"], f["rebuild_p99_ms"] = _rebuild_under_load(base, agent, env)

@@ -17,13 +17,14 @@ from cli.digest_publishing import parse_every, publish_every, publish_once
 from cli.errors import EXIT_PROBLEM, EXIT_USAGE, fail, reports_errors
 from cli.output import emit_json, json_option, text_out
 from cli.params import POSITION
+from cli.proof_commands import PROOF_COMMANDS
 from ledger.clock import utc
 from ledger.digest import Digest
 from ledger.errors import StorageError
 from ledger.public import public_event
 from ledger.queries import EventFilter
 from ledger.services import audit as audit_service
-from ledger.services import verifications, verify_passes
+from ledger.services import proofs, verifications, verify_passes
 from ledger.services.ledger import Ledger
 
 output_option = click.option(
@@ -183,13 +184,26 @@ def export(ledger: Ledger, output: Path | None) -> None:
     metavar="SECONDS",
     help="With --to: publish now and every SECONDS until SIGTERM or SIGINT (exit 0).",
 )
+@click.option(
+    "--streams",
+    is_flag=True,
+    help="The per-stream digest (every stream's head: O(streams) bytes) that `audit verify "
+    "--digest` and `--against` read; --to publishes this kind.",
+)
 @json_option
 @reports_errors
 @with_ledger
 def digest(
-    ledger: Ledger, output: Path | None, to: Path | None, every: str | None, as_json: bool
+    ledger: Ledger,
+    output: Path | None,
+    to: Path | None,
+    every: str | None,
+    streams: bool,
+    as_json: bool,
 ) -> None:
-    """Print a JSON digest: the head (version, hash) of every stream; or publish digests.
+    """Print the Merkle tree head as a digest (at most 4 KB, signed when OUTCOMES_SIGNING_KEY
+    is set: `audit verify --since FILE` checks the ledger still extends it); with --streams,
+    the per-stream digest (the head of every stream); or publish per-stream digests (--to).
 
     A digest proves something only where the ledger's writers cannot reach it. DIR (--to)
     must be a place the application's database role and the machines that write the ledger
@@ -198,6 +212,14 @@ def digest(
     still extends them (a history rewritten end to end is caught this way).
     """
     period = parse_every(every, to, output)
+    if to is None and not streams:
+        doc = orjson.dumps(proofs.head(ledger).to_json(), option=orjson.OPT_SORT_KEYS)
+        if output is None:
+            click.echo(doc.decode())
+        else:
+            output.write_bytes(doc + b"\n")
+            click.echo(f"tree head ({len(doc)} bytes) → {output}", err=True)
+        return
     if to is not None:
         if period is None:
             publish_once(ledger, to, as_json)
@@ -287,3 +309,7 @@ def verify(
     reason = verify_output.failure(found)
     if reason is not None:
         fail(reason, EXIT_PROBLEM)
+
+
+for _command in PROOF_COMMANDS:
+    audit.add_command(_command)

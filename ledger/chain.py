@@ -42,7 +42,7 @@ def normalize_data(data: Mapping[str, Any]) -> dict[str, Any]:
     return normal
 
 
-def event_hash(
+def canonical_bytes(
     *,
     event_id: str,
     stream_id: str,
@@ -53,8 +53,10 @@ def event_hash(
     actor: str,
     recorded_at: datetime,
     prev_hash: str | None,
-) -> str:
-    canonical = orjson.dumps(
+) -> bytes:
+    """The bytes an event's `hash` is the SHA-256 of: its nine fields as one JSON object, keys
+    sorted, no whitespace, UTF-8 (orjson), the time as `format_time` writes it."""
+    return orjson.dumps(
         {
             "event_id": event_id,
             "stream_id": stream_id,
@@ -68,7 +70,52 @@ def event_hash(
         },
         option=orjson.OPT_SORT_KEYS,
     )
+
+
+def event_hash(
+    *,
+    event_id: str,
+    stream_id: str,
+    stream_version: int,
+    type: str,
+    data: Mapping[str, Any],
+    code: str | None,
+    actor: str,
+    recorded_at: datetime,
+    prev_hash: str | None,
+) -> str:
+    canonical = canonical_bytes(
+        event_id=event_id,
+        stream_id=stream_id,
+        stream_version=stream_version,
+        type=type,
+        data=data,
+        code=code,
+        actor=actor,
+        recorded_at=recorded_at,
+        prev_hash=prev_hash,
+    )
     return hashlib.sha256(canonical).hexdigest()
+
+
+def recorded_canonical_bytes(event: RecordedEvent) -> bytes:
+    """A recorded event's canonical bytes, recomputed from its row as it reads now."""
+    return canonical_bytes(
+        event_id=str(event.event_id),
+        stream_id=event.stream_id,
+        stream_version=event.stream_version,
+        type=event.type,
+        data=event.data,
+        code=event.code,
+        actor=event.actor,
+        recorded_at=event.recorded_at,
+        prev_hash=event.prev_hash,
+    )
+
+
+def recomputed_hash(event: RecordedEvent) -> str:
+    """The hash a recorded event's content makes now (its `hash` if nobody edited it)."""
+    return hashlib.sha256(recorded_canonical_bytes(event)).hexdigest()
 
 
 def ledger_link(prev_ledger_hash: str | None, event_hash: str) -> str:
@@ -305,18 +352,7 @@ def link_problems(link: RecordedEvent, head: tuple[int, str] | None) -> list[Pro
                 f"{where}: prev_hash does not match the previous event's hash",
             )
         )
-    recomputed = event_hash(
-        event_id=str(link.event_id),
-        stream_id=link.stream_id,
-        stream_version=link.stream_version,
-        type=link.type,
-        data=link.data,
-        code=link.code,
-        actor=link.actor,
-        recorded_at=link.recorded_at,
-        prev_hash=link.prev_hash,
-    )
-    if recomputed != link.hash:
+    if recomputed_hash(link) != link.hash:
         found.append(
             Problem(
                 ProblemKind.HASH_MISMATCH,

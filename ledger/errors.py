@@ -143,6 +143,17 @@ class SchemaMissingError(StorageError):
     """The ledger's tables do not exist: run `outcomes migrate`."""
 
 
+class TamperedLeafError(StorageError):
+    """A job's outcome cannot be proven because its event row is not what the Merkle tree
+    holds (edited after it was hashed into the tree): the ledger refuses to prove it, and
+    `outcomes audit verify` names the row."""
+
+    def __init__(self, job_id: str, position: int | None, why: str) -> None:
+        super().__init__(f"job {job_id}'s outcome (ledger position {position}): {why}")
+        self.job_id = job_id
+        self.position = position
+
+
 class SubtreeMissingError(StorageError):
     """The stored Merkle tree lacks a subtree hash that a tree of the size asked for holds:
     the size is beyond what was appended, or a stored hash was lost (`ledger.merkle_store`)."""
@@ -210,6 +221,15 @@ class JobArchivedError(JobNotFoundError):
         self.args = (f"job {job_id} was archived at {archived_at.isoformat()}",)
         self.archive_id = archive_id
         self.archived_at = archived_at
+
+
+class JobNotEndedError(RequestError):
+    """A proof of a job's outcome was asked for a job that has none yet (it has not ended, or
+    its outcome is not sequenced into the Merkle tree yet): ask again once it has ended."""
+
+    def __init__(self, job_id: str, why: str = "it has not ended") -> None:
+        super().__init__(f"job {job_id} has no outcome to prove: {why}")
+        self.job_id = job_id
 
 
 class NotCancellableError(RequestError):

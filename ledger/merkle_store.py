@@ -7,6 +7,13 @@ ever appends, one level at a time in index order (`append_leaves` says what, wit
 frontier). Per leaf that is 1 + 1/16 + 1/256 + … < 16/15 hashes: under 34.2 bytes of hashes,
 and under 44.8 bytes with a 10-byte key (level, index) for each, against a budget of 64.
 
+Level 0 need not be stored at all: a leaf is SHA-256(0x00 ‖ its event's stored hash), so a
+store that can read the events by ledger position recomputes the (at most 16) leaves a proof
+reads under one level-4 subtree (`LeavesFromEvents`: a level-0 read served by a callback).
+The SQL stores do (`append_leaves(..., leaves=False)`): as Postgres rows with their index a
+stored leaf cost 125 bytes (measured at 50k leaves, docs/integrity.md), where levels 4, 8, …
+alone cost about 1/15 of that. The memory store keeps its leaves.
+
 Why not every level (RFC 6962 logs such as Trillian's): that is 2 hashes a leaf, 64 bytes
 before any key, so the budget leaves nothing for a key. Why not 8 (the tlog "tiles" of Go's
 checksum database): 32.1 bytes a leaf saves 2 bytes, and each missing level costs up to 2**7
@@ -26,13 +33,13 @@ up to 2**53 - 1.
 
 The storage port: `SubtreeHashes.read(level, start, stop)`, a range of one stored level, and
 `SubtreeHashWriter.write(subtrees)`. `MemorySubtreeHashes` implements both (tests and the
-memory store); a SQL store may keep level 0 as a column of the ledger order's rows and the
-upper levels (1/15 of a leaf's hashes) in a table keyed by (level, index).
+memory store); the SQL stores keep levels 4, 8, … in a table keyed by (level, index) and serve
+level 0 from the events (`LeavesFromEvents`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -47,6 +54,11 @@ KEY_BYTES = 10  # what a key (level: smallint, index: bigint) costs beside each 
 
 def is_stored_level(level: int) -> bool:
     return level % STRATUM == 0
+
+
+def is_upper_stored_level(level: int) -> bool:
+    """A stored level above the leaves (4, 8, …): what a store without its leaves keeps."""
+    return level > 0 and level % STRATUM == 0
 
 
 class SubtreeHashes(Protocol):
@@ -75,12 +87,33 @@ class Growth:
     to_store: tuple[Subtree, ...]
 
 
-def append_leaves(frontier: Frontier, leaf_hashes: Iterable[bytes]) -> Growth:
+def append_leaves(frontier: Frontier, leaf_hashes: Iterable[bytes], leaves: bool = True) -> Growth:
     """Append leaves after `frontier` (the tree so far): the new frontier (its `root()` is the
-    new root) and the subtrees to store, every leaf and each completed subtree of a stored
-    level, to be written with the leaves (the same transaction)."""
-    grown, completed = frontier.grow(leaf_hashes, keep=is_stored_level)
+    new root) and the subtrees to store, every leaf (unless `leaves` is False: a store that
+    recomputes them from its events) and each completed subtree of a stored level, to be
+    written with the leaves (the same transaction)."""
+    keep = is_stored_level if leaves else is_upper_stored_level
+    grown, completed = frontier.grow(leaf_hashes, keep=keep)
     return Growth(grown, tuple(completed))
+
+
+LeafReader = Callable[[int, int], Sequence[bytes]]
+
+
+@dataclass(frozen=True, slots=True)
+class LeavesFromEvents:
+    """A stored tree without its leaves: levels 4, 8, … read from `upper`, and level 0 (the
+    leaf hashes `start` .. `stop - 1`, at most `BLOCK` at a time for a proof) from `leaves`,
+    which recomputes them from the events' stored hashes (the same answer as `read`: those
+    that exist, in index order, a shorter list if the range runs past them)."""
+
+    upper: SubtreeHashes
+    leaves: LeafReader
+
+    def read(self, level: int, start: int, stop: int) -> Sequence[bytes]:
+        if level == 0:
+            return self.leaves(start, stop)
+        return self.upper.read(level, start, stop)
 
 
 # --- proofs -----------------------------------------------------------------------------------

@@ -209,6 +209,8 @@ class Settings:
     # The keys that seal declared secret arguments (ledger.keyring), never in the database.
     secrets_key: str | None = field(default=None, repr=False)
     secrets_key_file: str | None = None
+    # Ed25519 key that signs tree heads (ledger.receipts.signing_key_from): PEM, or the seed.
+    signing_key: str | None = field(default=None, repr=False)
     # The API behind a proxy or load balancer (docs/deploy.md, "Behind a load balancer").
     forwarded_allow_ips: tuple[str, ...] = ()  # empty: X-Forwarded-* headers are ignored
     cookie_secure: bool = False  # True: the console's cookie is Secure whatever the scheme
@@ -263,6 +265,7 @@ def load_settings() -> Settings:
         task_events=_flag("OUTCOMES_TASK_EVENTS"),
         secrets_key=_raw("OUTCOMES_SECRETS_KEY"),
         secrets_key_file=_raw("OUTCOMES_SECRETS_KEY_FILE"),
+        signing_key=_raw("OUTCOMES_SIGNING_KEY"),
         forwarded_allow_ips=_forwarded_allow_ips(),
         cookie_secure=_flag("OUTCOMES_COOKIE_SECURE"),
         allowed_origins=_origins(),

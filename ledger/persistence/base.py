@@ -32,6 +32,7 @@ from ledger.persistence.audit_contract import AuditReads, AuditWrites
 from ledger.persistence.fairness_contract import FairnessReads
 from ledger.persistence.outbox_contract import OutboxReads, OutboxWrites
 from ledger.persistence.rebuild_contract import RebuildReads, RebuildWrites
+from ledger.persistence.tree_contract import TreeReads
 from ledger.persistence.webhooks_contract import WebhookReads, WebhookWrites
 from ledger.privileges import ConnectedRole, no_roles
 from ledger.queries import (
@@ -51,7 +52,7 @@ from ledger.token_view import TokenView
 BRAKES_LOCK = job_lane.BRAKES_LOCK  # shared by claims and submits, exclusive for a pull
 
 
-class Reads(OutboxReads, WebhookReads, FairnessReads, AuditReads, RebuildReads):
+class Reads(OutboxReads, WebhookReads, FairnessReads, AuditReads, RebuildReads, TreeReads):
     """Questions answered from one consistent view of the ledger."""
 
     # --- jobs -----------------------------------------------------------------------------

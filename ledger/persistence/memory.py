@@ -81,6 +81,7 @@ class MemoryWrites(
         state.events.extend(recorded)
         state.streams.setdefault(stream_id, []).extend(recorded)
         state.event_ids.update(e.event_id for e in recorded)
+        self.undo.append(state.tree.grow(recorded))
         ended = any(e.type in TERMINAL_EVENT_TYPES for e in recorded)
         if ended:
             state.terminal.add(stream_id)

@@ -19,6 +19,7 @@ from ledger.persistence.memory_fairness import MemoryFairnessReads
 from ledger.persistence.memory_outbox import MemoryOutboxReads
 from ledger.persistence.memory_rebuild import MemoryRebuildReads
 from ledger.persistence.memory_state import MemoryState
+from ledger.persistence.memory_tree import MemoryTreeReads
 from ledger.persistence.memory_webhooks import MemoryWebhookReads
 from ledger.queries import (
     EventFilter,
@@ -41,6 +42,7 @@ class MemoryReads(
     MemoryFairnessReads,
     MemoryAuditReads,
     MemoryRebuildReads,
+    MemoryTreeReads,
     Reads,
 ):
     def __init__(self, state: MemoryState) -> None:

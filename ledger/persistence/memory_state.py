@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -14,6 +14,8 @@ from ledger.brake_view import BrakeView
 from ledger.event_log import FINDER, FINDINGS, finding_cause
 from ledger.events import RecordedEvent
 from ledger.job_view import JobView
+from ledger.merkle import Frontier, event_leaf_hash
+from ledger.merkle_store import MemorySubtreeHashes
 from ledger.queueing import DispatchState
 from ledger.rebuild_state import RebuildProgress
 from ledger.token_view import TokenView
@@ -37,6 +39,33 @@ Undo = Callable[[], None]
 def count_key(view: JobView) -> CountKey:
     code = view.code.value if view.code else None
     return (view.account, view.tool, view.accepted, view.status.value, code)
+
+
+@dataclass
+class MemoryTree:
+    hashes: MemorySubtreeHashes = field(default_factory=MemorySubtreeHashes)
+    frontier: Frontier = field(default_factory=Frontier.empty)
+    positions: list[int] = field(default_factory=list)  # leaf -> ledger position
+    leaves: dict[int, int] = field(default_factory=dict)  # ledger position -> leaf
+
+    def grow(self, recorded: Sequence[RecordedEvent]) -> Callable[[], None]:
+        """These events are the tree's next leaves; what takes them back."""
+        before = self.frontier
+        lengths = {level: len(row) for level, row in self.hashes.levels.items()}
+        self.frontier = self.hashes.append(before, (event_leaf_hash(e.hash) for e in recorded))
+        for event in recorded:
+            self.leaves[event.position] = len(self.positions)
+            self.positions.append(event.position)
+
+        def undo() -> None:
+            self.frontier = before
+            for level, row in self.hashes.levels.items():
+                del row[lengths.get(level, 0) :]
+            for event in recorded:
+                self.leaves.pop(event.position, None)
+            del self.positions[before.size :]
+
+        return undo
 
 
 @dataclass
@@ -68,6 +97,7 @@ class MemoryState:
     findings: dict[tuple[str, str], tuple[int, datetime]] = field(default_factory=dict)
     verifications: list[VerificationRecord] = field(default_factory=list)
     rebuild: RebuildProgress | None = None  # where an online rebuild stands
+    tree: MemoryTree = field(default_factory=MemoryTree)  # the Merkle tree over ledger order
 
     def count_job(self, before: JobView | None, after: JobView) -> Undo:
         """A job's view replaced: its group's count moves; what undoes it."""

@@ -21,15 +21,25 @@ from ledger.privileges import ConnectedRole
 # Tables of recorded history: the application reads and appends, never changes or removes.
 # A verification's record is evidence too: `audit verify` run as the application role inserts
 # it, and no one but the owner can make an old failure read as a pass.
-APPEND_ONLY_TABLES = ("events", "ledger_meta", "ledger_order", "verifications")  # once added
+# The Merkle tree's stored subtrees too: the sequencer adds them, nothing changes one.
+APPEND_ONLY_TABLES = (
+    "events",
+    "ledger_meta",
+    "ledger_order",
+    "verifications",
+    "merkle_nodes",
+    "merkle_gaps",
+)  # once added
 # Alembic's bookkeeping, and what only the owner writes: the partitions' list (the owner's
 # function makes them) and the archives (`outcomes archive`, run by the owner).
+# `ledger_tree` (where the tree starts, as the migration built it) is the owner's on Postgres.
 READ_ONLY_TABLES = (
     "alembic_version",
     "ledger_partitions",
     "jobs_partitions",
     "archives",
     "archived_jobs",
+    "ledger_tree",
 )
 # Postgres checks a write through a partitioned table against the parent's privileges alone,
 # so the partitions themselves grant nothing: no row of them is reachable around the parent's

@@ -15,7 +15,9 @@ from sqlalchemy import (
     Float,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
+    SmallInteger,
     String,
     Table,
     Text,
@@ -302,6 +304,44 @@ ledger_ticks = Table(
     Column("head_hash", String(64), nullable=True),
     Column("snapshot", Text, nullable=False),
     Column("ticked_at", Time, nullable=False),
+    # The Merkle tree after the tick (migration 0021): its size and frontier, the roots of its
+    # perfect subtrees, largest first, 32 bytes each (None: a tick before 0021).
+    Column("tree_size", BigInteger, nullable=True),
+    Column("frontier", LargeBinary, nullable=True),
+)
+
+# The Merkle tree over ledger order (migration 0021, docs/integrity.md "Proofs"): every
+# complete subtree at a level divisible by 4 above the leaves (4, 8, …; ledger.merkle_store;
+# a leaf is recomputed from its event, ledger/persistence/sql_tree.py), added
+# once and never changed. Leaf i is the event at ledger position `ledger_tree.start_position
+# + i`. Postgres: the sequencer's tick extends it; SQLite: each write, under its write lock.
+merkle_nodes = Table(
+    "merkle_nodes",
+    metadata,
+    Column("level", SmallInteger, primary_key=True, autoincrement=False),
+    Column("idx", BigInteger, primary_key=True, autoincrement=False),
+    Column("hash", LargeBinary, nullable=False),
+)
+# SQLite only (Postgres's ledger positions are dense): from `position` on, `skipped` positions
+# after the tree's first hold no leaf (positions a write burned: the leaf of position p is
+# p - start_position - the skipped of the last row at or below p). Append-only.
+merkle_gaps = Table(
+    "merkle_gaps",
+    metadata,
+    Column("position", BigInteger, primary_key=True, autoincrement=False),
+    Column("skipped", BigInteger, nullable=False),
+)
+# One row: the position of leaf 0, and the tree's size and frontier (Postgres: as migration
+# 0020 built it, the ticks keep it since; SQLite: as the last write left it).
+ledger_tree = Table(
+    "ledger_tree",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("start_position", BigInteger, nullable=False),
+    Column("tree_size", BigInteger, nullable=False),
+    Column("frontier", LargeBinary, nullable=False),
+    Column("built_at", Time, nullable=False),
+    CheckConstraint("id = 1", name="ck_ledger_tree_one_row"),
 )
 
 # The view every reader in ledger order reads: each sequenced event, `position` its ledger
@@ -497,7 +537,7 @@ read_model_rebuild = Table(
 READ_MODEL_TABLES = (jobs, brakes, tokens, webhooks)
 # The revision this code reads and writes: a ledger at an older one is not ready (/readyz) until
 # `outcomes migrate` runs (tests/persistence/test_migrations.py holds it to Alembic's head).
-SCHEMA_REVISION = "0020"
+SCHEMA_REVISION = "0021"
 
 
 def unique_constraints() -> dict[str, tuple[str, ...]]:

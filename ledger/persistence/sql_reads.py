@@ -49,6 +49,7 @@ from ledger.persistence.sql_rows import (
     job_scope,
     row_to_event,
 )
+from ledger.persistence.sql_tree import SqlTreeReads
 from ledger.persistence.sql_webhooks import SqlWebhookReads
 from ledger.queries import EventFilter, Heads
 from ledger.token_view import TokenView, fold_token, presented
@@ -93,6 +94,7 @@ _ACTIVE_PULLS = select(*EVENT_COLUMNS).where(
 
 
 class SqlReads(
+    SqlTreeReads,
     SqlCountReads,
     SqlJobReads,
     SqlOutboxReads,

@@ -79,6 +79,7 @@ from ledger.persistence.sql_reads import SqlReads
 from ledger.persistence.sql_rebuild import SqlRebuildWrites
 from ledger.persistence.sql_rows import PAGE, row_to_event
 from ledger.persistence.sql_sequencing import SqlSequencing
+from ledger.persistence.sql_tree import grow_at_write
 from ledger.persistence.sql_webhooks import SqlWebhookWrites
 from ledger.privileges import ConnectedRole
 
@@ -200,6 +201,8 @@ class SqlWrites(
                 RecordedEvent(**(row | {"position": r.position, "ledger_hash": r.ledger_hash}))
                 for r, row in zip(result, rows, strict=True)
             ]
+            if not self._postgres:  # the Merkle tree grows with the ledger order (0020)
+                grow_at_write(self.conn, recorded)
             view = None
             for projection in self._projections:
                 if projection.handles(recorded[0].type):

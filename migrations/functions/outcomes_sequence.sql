@@ -10,6 +10,15 @@
 -- wants the events committed before it asked), else a tick already under way answers -1.
 -- This file is the functions as the newest migration creates them; that migration runs its copy.
 --
+-- Since 0020 a tick also extends the ledger's Merkle tree (docs/integrity.md, "Proofs";
+-- ledger/merkle_store.py), in the same transaction as it gives positions: leaf i is the event
+-- at ledger position ledger_tree.start_position + i, its leaf hash SHA-256(0x00 || the 32
+-- bytes of the event's `hash`); the tick's row in `ledger_ticks` keeps the tree's size and
+-- frontier after it (the newest row with them is the tree's head; before any, `ledger_tree`'s
+-- own), and `merkle_nodes` every complete subtree of level 4, 8, … (append-only). The leaves
+-- themselves are not stored: each is recomputed from its event's hash when a proof reads it
+-- (ledger/persistence/sql_tree.py), as a row with its index a leaf cost 125 bytes.
+--
 -- outcomes_sequencer_at: where the sequencer stands — the newest tick's number, head position
 -- and link, and snapshot. Each tick that gives positions inserts a row into `ledger_ticks` (and
 -- removes the one a hundred ticks older): an update of one row would leave a dead version per
@@ -55,6 +64,65 @@ BEGIN
     $q$ USING pg_snapshot_xmax(p_after), ARRAY(SELECT pg_snapshot_xip(p_after)), p_upto;
 END $$;
 
+-- outcomes_tree_extend: the tree of `p_size` leaves whose frontier is `p_frontier` (the roots
+-- of its perfect subtrees, largest first, 32 bytes each) with these events' hashes (hex) as its
+-- next leaves: stores each subtree they complete at a level divisible by 4 above the leaves
+-- (4, 8, …), and answers the new size and frontier. Never reads a stored node: O(1) hashes a leaf,
+-- amortised (ledger.merkle.Frontier.grow computes the same).
+CREATE OR REPLACE FUNCTION outcomes_tree_extend(p_size bigint, p_frontier bytea,
+                                                p_hashes text[],
+                                                OUT tree_size bigint, OUT frontier bytea)
+LANGUAGE plpgsql AS $$
+DECLARE
+    n bigint := p_size;
+    f bytea := p_frontier;
+    v bytea;
+    h text;
+    lvl integer;
+    k integer := 0;
+    levels smallint[] := '{}';
+    idxs bigint[] := '{}';
+    hashes bytea[] := '{}';
+BEGIN
+    IF length(f) <> 32 * bit_count(n::bit(64)) THEN
+        RAISE EXCEPTION 'the tree of % leaves has a frontier of % bytes', n, length(f)
+            USING ERRCODE = 'data_corrupted';
+    END IF;
+    FOREACH h IN ARRAY p_hashes LOOP
+        v := sha256('\x00'::bytea || decode(h, 'hex'));
+        lvl := 0;
+        WHILE (n >> lvl) & 1 = 1 LOOP
+            v := sha256('\x01'::bytea || substring(f FROM length(f) - 31) || v);
+            f := substring(f FOR length(f) - 32);
+            lvl := lvl + 1;
+            IF lvl % 4 = 0 THEN
+                k := k + 1;
+                levels[k] := lvl; idxs[k] := n >> lvl; hashes[k] := v;
+            END IF;
+        END LOOP;
+        f := f || v;
+        n := n + 1;
+    END LOOP;
+    IF k > 0 THEN
+        INSERT INTO merkle_nodes (level, idx, hash)
+        SELECT u.l, u.i, u.h FROM unnest(levels, idxs, hashes) AS u (l, i, h);
+    END IF;
+    tree_size := n;
+    frontier := f;
+END $$;
+
+-- outcomes_tree_at: the tree's size and frontier now (the newest tick that extended it, else
+-- what migration 0021 built), and the position of its leaf 0.
+CREATE OR REPLACE FUNCTION outcomes_tree_at()
+RETURNS TABLE (tree_size bigint, frontier bytea, start_position bigint)
+LANGUAGE sql STABLE AS $$
+    SELECT coalesce(t.tree_size, l.tree_size), coalesce(t.frontier, l.frontier), l.start_position
+      FROM ledger_tree l
+      LEFT JOIN LATERAL (SELECT k.tree_size, k.frontier FROM ledger_ticks k
+                          WHERE k.tree_size IS NOT NULL ORDER BY k.tick DESC LIMIT 1) t ON true
+     WHERE l.id = 1
+$$;
+
 CREATE OR REPLACE FUNCTION outcomes_sequence(p_wait boolean) RETURNS integer
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -65,6 +133,10 @@ DECLARE
     link text;
     n integer := 0;
     r record;
+    leaves text[] := '{}';
+    size bigint;
+    front bytea;
+    first_leaf bigint;
 BEGIN
     IF p_wait THEN
         PERFORM pg_advisory_xact_lock(8031453480971759982);
@@ -87,14 +159,24 @@ BEGIN
         INSERT INTO ledger_order (position, event_position, ledger_hash, sequenced_at)
         VALUES (head_position, r.event_position, link, clock_timestamp());
         n := n + 1;
+        leaves[n] := r.hash;
     END LOOP;
     IF n = 0 THEN
         -- Nothing new: the previous snapshot still bounds what is left, so it stays (a tick
         -- that finds nothing writes nothing, and an idle ledger's ticks cost one index probe).
         RETURN 0;
     END IF;
-    INSERT INTO ledger_ticks (tick, head, head_hash, snapshot, ticked_at)
-    VALUES (tick_number + 1, head_position, link, current_snapshot::text, clock_timestamp());
+    SELECT t.tree_size, t.frontier, t.start_position INTO size, front, first_leaf
+      FROM outcomes_tree_at() t;
+    IF NOT FOUND OR first_leaf + size <> head_position - n + 1 THEN
+        RAISE EXCEPTION 'the Merkle tree (% leaves from position %) does not end where the '
+                        'ledger did (position %)', size, first_leaf, head_position - n
+            USING ERRCODE = 'data_corrupted';
+    END IF;
+    SELECT e.tree_size, e.frontier INTO size, front FROM outcomes_tree_extend(size, front, leaves) e;
+    INSERT INTO ledger_ticks (tick, head, head_hash, snapshot, ticked_at, tree_size, frontier)
+    VALUES (tick_number + 1, head_position, link, current_snapshot::text, clock_timestamp(),
+            size, front);
     -- One row out by its key, never a range: a range would walk the dead rows a transaction
     -- held open keeps.
     DELETE FROM ledger_ticks WHERE ledger_ticks.tick = tick_number + 1 - 100;

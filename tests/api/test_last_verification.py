@@ -128,7 +128,7 @@ def test_the_record_says_whether_a_digest_was_checked(
     args: list[str] = []
     if by is not None:
         saved = f"{tmp_path}/digest.json"
-        outcomes("audit", "digest", "--output", saved)
+        outcomes("audit", "digest", "--streams", "--output", saved)
         args = [by, saved]
     outcomes("audit", "verify", *args)
     kept = verifications.last(Ledger(store))

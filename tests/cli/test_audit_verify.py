@@ -56,7 +56,7 @@ def test_a_rehashed_history_is_caught_against_an_earlier_digest(
     tmp_path: Path,
 ) -> None:
     digest = tmp_path / "digest.json"
-    outcomes("audit", "digest", "--output", str(digest))
+    outcomes("audit", "digest", "--streams", "--output", str(digest))
     original = seeded.stream("retried")
     forge(seeded, "retried", 3, original[2].data | {"attempt": 2})
     # The stored job row still holds the old head hash: the read-model check sees that much.

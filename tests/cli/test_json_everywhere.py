@@ -86,7 +86,9 @@ def test_every_json_output_parses(outcomes: Invoke, database_url: str, scratch: 
     }
     # demo, secrets check (it reads a value on stdin) and archive (it needs a ledger with full
     # partitions: tests/cli/test_archive_commands.py parses its --json): their own tests.
-    own = {"audit events", "demo", "secrets check", "archive"}
+    # The Merkle proofs' commands: tests/cli/test_audit_proofs.py parses their --json.
+    proofs = {"audit head", "audit prove", "audit consistency", "audit check-proof"}
+    own = {"audit events", "demo", "secrets check", "archive", "audit public-key", *proofs}
     assert set(runs) | NOT_DATA | own == set(leaves(cli))
     for name, args in runs.items():
         done = outcomes(*args, "--json", ok=name != "status")  # status: no API, exit 3

@@ -231,7 +231,7 @@ def test_audit_events_summary_export_digest_verify(
     exported = (folder / "all.jsonl").read_text().splitlines()
     assert len(exported) == 1 and orjson.loads(exported[0])["hash"] == items[0]["hash"]
     digest = folder / "digest.json"
-    outcomes("audit", "digest", "--output", str(digest))
+    outcomes("audit", "digest", "--streams", "--output", str(digest))
     verified = orjson.loads(outcomes("audit", "verify", "--digest", str(digest), "--json").stdout)
     assert (verified["ok"], verified["events_checked"], verified["first_broken_position"]) == (
         True,

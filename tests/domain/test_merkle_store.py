@@ -18,6 +18,7 @@ from ledger.merkle_store import (
     BLOCK,
     KEY_BYTES,
     STRATUM,
+    LeavesFromEvents,
     MemorySubtreeHashes,
     SubtreeHashes,
     append_leaves,
@@ -109,6 +110,43 @@ def test_the_appender_emits_each_complete_subtree_of_a_stored_level_once() -> No
     assert written == [s for s in everything if s.level % STRATUM == 0]
     assert {s.level for s in written} == {0, 4, 8}
     assert len([s for s in written if s.level == 8]) == 2  # 600 leaves: 2 complete 256s
+
+
+def test_a_store_without_its_leaves_proves_the_same_reading_them_from_a_callback() -> None:
+    """The SQL stores' way: `append_leaves(..., leaves=False)` stores levels 4, 8, … only
+    (1/15 hash a leaf), and a level-0 read is served by a callback that recomputes the leaves
+    (from the events): every proof and frontier is the same as the full store's."""
+    full, frontier, leaves = grown(300)
+    upper = MemorySubtreeHashes()
+    grown_upper = Frontier.empty()
+    for at in range(0, 300, 23):
+        growth = append_leaves(grown_upper, leaves[at : at + 23], leaves=False)
+        assert all(s.level >= STRATUM for s in growth.to_store)
+        upper.write(growth.to_store)
+        grown_upper = growth.frontier
+    assert grown_upper == frontier and sorted(upper.levels) == [4, 8]
+    assert upper.stored_bytes() / 300 < (HASH_SIZE + KEY_BYTES) / 15 + 0.1
+    asked: list[tuple[int, int]] = []
+
+    def from_events(start: int, stop: int) -> Sequence[bytes]:
+        asked.append((start, stop))
+        return leaves[start:stop]
+
+    store = Counting(LeavesFromEvents(upper, from_events))
+    head = frontier.head()
+    for at in range(300):
+        proof = inclusion_proof(store, at, 300)
+        assert proof == inclusion_proof(full, at, 300) and proof.verify(leaves[at], head)
+    assert all(stop - start <= BLOCK for start, stop in asked)  # one block a read, at most
+    for size in (1, 17, 255, 256, 299):
+        assert consistency_proof(store, size, 300) == consistency_proof(full, size, 300)
+        assert frontier_at(store, size) == frontier_at(full, size)
+    # A leaf that is no longer what was appended (its event changed): no proof adds up.
+    changed = list(leaves)
+    changed[40] = leaf_hash(b"changed")
+    tampered = LeavesFromEvents(upper, lambda start, stop: changed[start:stop])
+    assert not inclusion_proof(tampered, 40, 300).verify(changed[40], head)
+    assert not inclusion_proof(tampered, 41, 300).verify(leaves[41], head)
 
 
 def test_a_writer_restarts_from_the_stored_frontier() -> None:

@@ -260,6 +260,30 @@ def forge(ledger: Seeded, name: str, version: int, data: dict[str, Any]) -> None
     relink(ledger.url)
 
 
+def rehash(ledger: Seeded, event: RecordedEvent, data: dict[str, Any]) -> None:
+    """Replace one event's data and its hash with the hash of the new content (its stream's
+    later events, if any, keep their links: pick a stream's last event to leave them whole),
+    and nothing else: the Merkle tree and the ledger-wide chain are left to notice."""
+    new_hash = event_hash(
+        event_id=str(event.event_id),
+        stream_id=event.stream_id,
+        stream_version=event.stream_version,
+        type=event.type,
+        data=data,
+        code=event.code.value if event.code else None,
+        actor=event.actor,
+        recorded_at=event.recorded_at,
+        prev_hash=event.prev_hash,
+    )
+    with around_the_triggers(ledger.url) as conn:
+        changed = conn.execute(
+            update(events)
+            .where(events.c.position == event.position)
+            .values(data=data, hash=new_hash)
+        )
+        assert changed.rowcount == 1
+
+
 def relink(url: str) -> None:
     """Recompute the ledger-wide chain over whatever the table now holds, as a thorough
     forger would after cutting, inserting or rewriting events. On Postgres the order rows are

@@ -1,0 +1,37 @@
+"""The Merkle tree's part of the contract over the in-memory state (`tree_contract.py`): the
+tree (`memory_state.MemoryTree`) grows at each append, and an undone transaction takes its
+leaves back. Memory positions may skip numbers (an undone append's are not reused), so the
+leaf of each position is kept."""
+
+from __future__ import annotations
+
+import bisect
+
+from ledger.events import RecordedEvent
+from ledger.merkle_store import SubtreeHashes
+from ledger.persistence.memory_state import MemoryState
+from ledger.persistence.tree_contract import TreeReads, TreeState
+
+
+class MemoryTreeReads(TreeReads):
+    state: MemoryState
+
+    def tree_state(self) -> TreeState:
+        tree = self.state.tree
+        if not tree.positions:
+            return TreeState(self.state.next_position, None, tree.frontier)
+        return TreeState(tree.positions[0], tree.positions[-1], tree.frontier)
+
+    def tree_hashes(self) -> SubtreeHashes:
+        return self.state.tree.hashes
+
+    def tree_leaf_index(self, position: int) -> int | None:
+        return self.state.tree.leaves.get(position)
+
+    def stream_ledger_positions(self, stream_id: str) -> list[int | None]:
+        return [e.position for e in self.state.streams.get(stream_id, [])]
+
+    def events_in_order(self, after: int, limit: int) -> list[RecordedEvent]:
+        found = self.state.events
+        start = bisect.bisect_right(found, after, key=lambda e: e.position)
+        return found[start : start + limit]

@@ -1,0 +1,120 @@
+"""Merkle proofs of the ledger (docs/integrity.md, "Proofs"): the signed tree head, an
+inclusion receipt of a job's outcome, a consistency proof between two heads. Each reads O(log n)
+stored hashes (`ledger.merkle_store`), never the ledger."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from ledger.chain import recomputed_hash, recorded_canonical_bytes
+from ledger.clock import now
+from ledger.errors import JobNotEndedError, JobNotFoundError, ProofError, TamperedLeafError
+from ledger.events import TERMINAL_EVENT_TYPES, job_stream
+from ledger.merkle import event_leaf_hash
+from ledger.merkle_store import consistency_proof, frontier_at, inclusion_proof
+from ledger.persistence.tree_contract import TreeState
+from ledger.receipts import (
+    SignedHead,
+    consistency_document,
+    inclusion_receipt,
+    key_id,
+    public_key_text,
+    signing_key_from,
+)
+from ledger.services.ledger import Ledger
+from ledger.settings import load_settings
+
+
+def signing_key() -> Ed25519PrivateKey | None:
+    """The ledger's Ed25519 signing key (`OUTCOMES_SIGNING_KEY`), if it has one."""
+    raw = load_settings().signing_key
+    return signing_key_from(raw) if raw else None
+
+
+def public_key() -> str | None:
+    key = signing_key()
+    return public_key_text(key.public_key()) if key is not None else None
+
+
+def public_key_id() -> str | None:
+    key = signing_key()
+    return key_id(key.public_key()) if key is not None else None
+
+
+def signed_head(state: TreeState) -> SignedHead:
+    head = SignedHead(state.frontier, state.last_position, now())
+    key = signing_key()
+    return head.signed(key) if key is not None else head
+
+
+def head(ledger: Ledger) -> SignedHead:
+    """The tree head now (what committed before the call is sequenced first): O(1)."""
+    with ledger.store.in_order() as reads:
+        return signed_head(reads.tree_state())
+
+
+@dataclass(frozen=True)
+class Receipt:
+    receipt: dict[str, object]
+    head: SignedHead
+
+
+def prove(ledger: Ledger, job_id: str) -> Receipt:
+    """An inclusion receipt of the job's terminal event against the current head. The event is
+    read from its row and hashed again: a row changed after its leaf was hashed is refused
+    (`TamperedLeafError`), never proven."""
+    stream = job_stream(job_id)
+    with ledger.store.in_order() as reads:
+        events = reads.read_stream(stream)
+        if not events:
+            raise JobNotFoundError(job_id)
+        positions = reads.stream_ledger_positions(stream)
+        at = next((i for i, e in enumerate(events) if e.type in TERMINAL_EVENT_TYPES), None)
+        if at is None:
+            raise JobNotEndedError(job_id)
+        event, position = events[at], positions[at] if at < len(positions) else None
+        leaf = reads.tree_leaf_index(position) if position is not None else None
+        state = reads.tree_state()
+        if leaf is None:
+            raise JobNotEndedError(job_id, "its outcome is not in the tree yet")
+        hashes = reads.tree_hashes()
+        stored = hashes.read(0, leaf, leaf + 1)
+        proof = inclusion_proof(hashes, leaf, state.tree_size)
+    if recomputed_hash(event) != event.hash:
+        raise TamperedLeafError(job_id, position, "the event's content no longer makes its hash")
+    if list(stored) != [event_leaf_hash(event.hash)]:
+        raise TamperedLeafError(job_id, position, "the event is not the tree's leaf")
+    tree = state.frontier.head()
+    if not proof.verify(event_leaf_hash(event.hash), tree):
+        raise TamperedLeafError(job_id, position, "the stored tree does not add up to its head")
+    receipt = inclusion_receipt(job_id, recorded_canonical_bytes(event), proof, tree)
+    return Receipt(receipt, signed_head(state))
+
+
+def consistency(
+    ledger: Ledger, old: SignedHead, new: SignedHead | None = None
+) -> dict[str, object]:
+    """A consistency proof from `old` to `new` (None: the current head). Refused if either
+    head is not one this ledger's tree had (its root at that size differs)."""
+    with ledger.store.in_order() as reads:
+        state = reads.tree_state()
+        hashes = reads.tree_hashes()
+        second = new.head if new is not None else state.frontier.head()
+        first = old.head
+        for wanted in (first, second):
+            if wanted.tree_size > state.tree_size:
+                raise ProofError(f"the tree has {state.tree_size} leaves, not {wanted.tree_size}")
+            if (
+                wanted.tree_size
+                and frontier_at(hashes, wanted.tree_size).root() != wanted.root_hash
+            ):
+                raise ProofError(
+                    f"the head of {wanted.tree_size} leaves is not this ledger's tree at that "
+                    "size (its root differs): a history rewritten, or another ledger's head"
+                )
+        if first.tree_size == 0:
+            raise ProofError("an empty tree is the start of every tree: nothing to prove")
+        proof = consistency_proof(hashes, first.tree_size, second.tree_size)
+    return consistency_document(proof, first, second)
