@@ -182,6 +182,9 @@ class ProblemKind(StrEnum):
     ARCHIVE_KEPT = "archive_kept"  # the events kept below an archive's end are not those it saw
     ARCHIVE_FILE = "archive_file"  # an archive's file is missing, altered or not what it says
     ARCHIVE_MANIFEST = "archive_manifest"  # a manifest that disagrees with its files or the last
+    # The Merkle tree (ledger.tree_pass): a stored subtree, a recorded tree head or the current
+    # head is not the tree recomputed from the events' rows.
+    MERKLE_MISMATCH = "merkle_mismatch"
 
 
 # What only a digest can reveal (the rest are the chains' own findings).

@@ -10,7 +10,7 @@ import bisect
 from ledger.events import RecordedEvent
 from ledger.merkle_store import SubtreeHashes
 from ledger.persistence.memory_state import MemoryState
-from ledger.persistence.tree_contract import TreeReads, TreeState
+from ledger.persistence.tree_contract import RecordedHead, TreeReads, TreeState
 
 
 class MemoryTreeReads(TreeReads):
@@ -24,6 +24,10 @@ class MemoryTreeReads(TreeReads):
 
     def tree_hashes(self) -> SubtreeHashes:
         return self.state.tree.hashes
+
+    def recorded_tree_heads(self) -> list[RecordedHead]:
+        frontier = self.state.tree.frontier
+        return [RecordedHead("the tree", frontier.size, b"".join(frontier.hashes))]
 
     def tree_leaf_index(self, position: int) -> int | None:
         return self.state.tree.leaves.get(position)

@@ -24,12 +24,13 @@ from ledger.persistence.schema import (
     events,
     ledger_events,
     ledger_order,
+    ledger_ticks,
     ledger_tree,
     merkle_gaps,
     merkle_nodes,
 )
 from ledger.persistence.sql_rows import PAGE, row_to_event
-from ledger.persistence.tree_contract import TreeReads, TreeState
+from ledger.persistence.tree_contract import RecordedHead, TreeReads, TreeState
 
 _PG_STATE = text("SELECT t.tree_size, t.frontier, t.start_position FROM outcomes_tree_at() t")
 _SQLITE_STATE = select(
@@ -79,6 +80,12 @@ _HASHES_FROM = (
     .where(ledger_events.c.position >= bindparam("first"))
     .order_by(ledger_events.c.position)
     .limit(bindparam("limit"))
+)
+_BUILT_HEAD = select(ledger_tree.c.tree_size, ledger_tree.c.frontier).where(ledger_tree.c.id == 1)
+_TICK_HEADS = (
+    select(ledger_ticks.c.tick, ledger_ticks.c.tree_size, ledger_ticks.c.frontier)
+    .where(ledger_ticks.c.tree_size.is_not(None))
+    .order_by(ledger_ticks.c.tick)
 )
 _PUT_NODES = insert(merkle_nodes)
 _PUT_STATE = (
@@ -179,6 +186,20 @@ class SqlTreeReads(TreeReads):
 
     def tree_hashes(self) -> LeavesFromEvents:
         return sql_tree_hashes(self.conn)
+
+    def recorded_tree_heads(self) -> list[RecordedHead]:
+        postgres = self.conn.dialect.name == "postgresql"
+        with translated():
+            built = self.conn.execute(_BUILT_HEAD).first()
+            ticks = self.conn.execute(_TICK_HEADS).all() if postgres else []
+        found = []
+        if built is not None:
+            name = "the tree as migration 0020 built it" if postgres else "the tree's row"
+            found.append(RecordedHead(name, int(built.tree_size), bytes(built.frontier)))
+        found.extend(
+            RecordedHead(f"tick {t.tick}", int(t.tree_size), bytes(t.frontier)) for t in ticks
+        )
+        return sorted(found, key=lambda h: h.tree_size)
 
     def tree_leaf_index(self, position: int) -> int | None:
         state = self.tree_state()

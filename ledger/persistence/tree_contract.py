@@ -40,6 +40,17 @@ class TreeState:
         return self.frontier.size
 
 
+@dataclass(frozen=True, slots=True)
+class RecordedHead:
+    """A tree head the store recorded (Postgres: a tick's row, or what migration 0020 built;
+    SQLite: its one row): its size and frontier as stored (32 bytes a hash, largest subtree
+    first; unchecked: `audit verify` recomputes and compares them). `name` says where."""
+
+    name: str
+    tree_size: int
+    frontier: bytes
+
+
 class TreeReads(ABC):
     @abstractmethod
     def tree_state(self) -> TreeState:
@@ -48,6 +59,11 @@ class TreeReads(ABC):
     @abstractmethod
     def tree_hashes(self) -> SubtreeHashes:
         """The stored subtrees (levels 0, 4, 8, …), read on this view."""
+
+    @abstractmethod
+    def recorded_tree_heads(self) -> list[RecordedHead]:
+        """Every tree head the store still holds, by tree size (O(1): Postgres keeps the last
+        hundred ticks)."""
 
     @abstractmethod
     def tree_leaf_index(self, position: int) -> int | None:

@@ -1,8 +1,9 @@
 """`audit verify` over a store, in bounded memory: two passes in one snapshot of the ledger.
 
 1. **Ledger order** (`ledger.ledger_pass`): the events by position, their place and hashes
-   only, a page at a time: the ledger-wide chain, the dense positions, each digest's span. Its
-   state is a few values, whatever the ledger's size.
+   only, a page at a time: the ledger-wide chain, the dense positions, each digest's span, and
+   the Merkle tree recomputed from every event's hash against its stored nodes and recorded
+   heads (`ledger.tree_pass`). Its state is a few values and a frontier (O(log n) hashes).
 2. **Stream order** (`ledger.stream_pass`): every stream's events together, a page at a time
    by the store's unique index on (stream, version): each event's hash recomputed and its link
    to the stream's previous one, the `--digest`'s heads looked up by key, and the read models
@@ -42,6 +43,7 @@ from ledger.read_model_check import ReadModelReport, StreamModels
 from ledger.read_models import READ_MODELS, ReadModel
 from ledger.services.ledger import Ledger
 from ledger.stream_pass import DigestHeads, StreamChain, StreamPass
+from ledger.tree_pass import TreeLeaves
 
 Progress = Callable[[int], None]  # called with the number of events just handled
 PAGE = 2000  # events a page, in either order
@@ -101,6 +103,8 @@ def verify_passes(
             checks.append(KeptBelowCut(problems, base))
         if digest is not None:
             checks.append(DigestSpan(problems, digest.checkpoint))
+        if base is None:  # after an archive the tree's archived leaves are not in the rows
+            checks.append(tree_check(reads, problems))
         checks.extend(DigestSpan(log, p.span) for log, p in zip(spans, against, strict=True))
         in_order = _ledger_order(reads, LedgerFold(checks), page, tell)
 
@@ -121,6 +125,13 @@ def verify_passes(
     if found is not None:  # after the chain's, as they were always listed
         report.problems.extend(order_findings(found))
     return Verification(report, read_models, digests, started, now())
+
+
+def tree_check(reads: Reads, problems: ProblemLog) -> OrderCheck:
+    """The whole tree recomputed in the ledger-order pass, from the tree's first position."""
+    return TreeLeaves(
+        problems, reads.tree_state(), reads.tree_hashes(), reads.recorded_tree_heads()
+    )
 
 
 def _ledger_order(reads: Reads, fold: LedgerFold, page: int, tell: Progress) -> LedgerFold:

@@ -18,7 +18,7 @@ from cli.errors import EXIT_PROBLEM
 from tests.factories import rebuild
 from tests.plugins.cli import Invoke
 from tests.plugins.deployments import wait_until
-from tests.plugins.tampering import Seeded, tamper_delete
+from tests.plugins.tampering import Seeded, retree, tamper_delete
 from tests.serving import ROOT, embedded_env, outcomes_argv
 
 
@@ -61,11 +61,13 @@ def test_published_every_period_until_sigterm_then_verified_against(
     assert (code, body["ok"]) == (0, True)
     assert [d["file"] for d in body["digests"]] == [str(p) for p in files]
 
-    # The owner deletes a stream's newest event and refolds the read models to match: the
-    # chains and the read models are consistent again, only the published digests can tell.
+    # The owner deletes a stream's newest event and refolds the read models and the Merkle
+    # tree to match: the chains, the tree and the read models are consistent again, only the
+    # published digests can tell.
     newest = seeded.stream("retried")[-1]
     tamper_delete(seeded.url, newest.position)
     rebuild(seeded.store)
+    retree(seeded.url)
     assert outcomes("audit", "verify", "--json", ok=False).exit_code == 0
     code, body, stderr = verify_against(outcomes, folder)
     assert (code, body["ok"]) == (EXIT_PROBLEM, False)

@@ -38,14 +38,17 @@ from tests.plugins.tampering import (
     _accepted,
     _by_worker,
     around_the_triggers,
+    chain_problems,
     forge,
     place,
     postgres,
     record_workload,
     relink,
+    retree,
     saved_digest,
     tamper_delete,
     tamper_set,
+    tree_problems,
     written_at,
 )
 
@@ -116,11 +119,15 @@ def test_an_edited_row_is_found_at_its_position(seeded: Seeded, field: str) -> N
     assert report.first_problem.stream_version == 3
     if field == "hash":  # the next event's prev_hash no longer points at it either
         follower = seeded.event("retried", 4)
-        assert [(p.kind, p.position) for p in report.problems[1:]] == [
+        assert [(p.kind, p.position) for p in chain_problems(report)[1:]] == [
             (ProblemKind.LEDGER_CHAIN_BROKEN, edited.position),  # its link covers the hash
             (ProblemKind.CHAIN_BROKEN, follower.position),
         ]
-    else:
+        # The stored hash is the leaf's data: the tree recomputed from the rows parts from
+        # the one the sequencer recorded (at the tick that hashed it, and the head).
+        assert tree_problems(report)
+        assert all(p.position >= edited.position for p in tree_problems(report))
+    else:  # the stored hash, the leaf's data, is intact: the tree has nothing to say
         assert len(report.problems) == 1, report.problems
     assert report.events_checked == WORKLOAD_EVENTS
 
@@ -139,10 +146,16 @@ def test_a_row_deleted_mid_stream_is_found_at_the_event_after_the_gap(seeded: Se
     at_next = (next_in_ledger.stream_id, next_in_ledger.stream_version, next_in_ledger.position)
     # Postgres's positions are dense (the sequencer's): the hole itself is a finding there.
     gap = {(ProblemKind.POSITION_GAP, *at_next)} if postgres(seeded) else set()
-    assert {(p.kind, p.stream_id, p.stream_version, p.position) for p in report.problems} == {
-        (ProblemKind.VERSION_GAP, seeded.streams["retried"], 4, after_gap.position),
-        (ProblemKind.LEDGER_CHAIN_BROKEN, *at_next),
-    } | gap
+    found = {(p.kind, p.stream_id, p.stream_version, p.position) for p in chain_problems(report)}
+    assert (
+        found
+        == {
+            (ProblemKind.VERSION_GAP, seeded.streams["retried"], 4, after_gap.position),
+            (ProblemKind.LEDGER_CHAIN_BROKEN, *at_next),
+        }
+        | gap
+    )
+    assert tree_problems(report)  # one leaf fewer: the recorded heads are not the rows' tree
     assert report.first_problem is not None
     assert report.first_problem.position == next_in_ledger.position
     assert report.events_checked == WORKLOAD_EVENTS - 1
@@ -185,7 +198,8 @@ def test_a_truncated_stream_is_found_by_the_ledger_chain_and_against_a_digest(
     assert broken
 
     alone = verify_store(seeded.store)
-    assert {(p.kind, p.position) for p in alone.problems} == broken
+    assert {(p.kind, p.position) for p in chain_problems(alone)} == broken
+    assert tree_problems(alone)
     assert alone.events_checked == WORKLOAD_EVENTS + 1 - len(positions)
 
     report = verify_store(seeded.store, digest=digest)
@@ -194,18 +208,24 @@ def test_a_truncated_stream_is_found_by_the_ledger_chain_and_against_a_digest(
         (ProblemKind.DIGEST_COUNT, "", 0, None),  # the span lost len(positions) events
         (ProblemKind.DIGEST_TRUNCATED, seeded.streams[name], head_version, None),
     }
-    assert {(p.kind, p.position) for p in report.problems if p.position} == broken
+    assert {(p.kind, p.position) for p in chain_problems(report) if p.position} == broken
 
 
-def test_the_ledgers_newest_event_cut_is_found_only_against_an_earlier_digest(
+def test_the_ledgers_newest_event_cut_is_found_by_the_tree_or_against_an_earlier_digest(
     seeded: Seeded,
 ) -> None:
-    """Nothing follows the newest event, so no chain inside the ledger can miss it: a
-    digest kept elsewhere (`audit digest --every`) does."""
+    """Nothing follows the newest event, so no chain inside the ledger can miss it. The tree's
+    recorded head still counts it; a forger who rebuilds the tree too is caught only by a
+    digest kept elsewhere (`audit digest --every`)."""
     digest = saved_digest(seeded.store)
     newest = list(seeded.store.iter_events())[-1]
     tamper_delete(seeded.url, newest.position)
 
+    cut = verify_store(seeded.store)
+    assert not chain_problems(cut)
+    assert [p.kind for p in cut.problems] == [ProblemKind.MERKLE_MISMATCH]
+    assert "holds 16" in cut.problems[0].message, cut.problems
+    retree(seeded.url)
     assert verify_store(seeded.store).ok
     report = verify_store(seeded.store, digest=digest)
     assert {p.kind for p in report.problems} == {
@@ -280,7 +300,8 @@ def test_a_row_slipped_into_a_gap_of_positions_is_found_against_a_digest(
         conn.execute(events.insert().values(position=gap, **fields))
 
     naive = verify_store(seeded.store)  # the ledger chain was not re-linked around it
-    assert [(p.kind, p.position) for p in naive.problems] == [
+    assert tree_problems(naive)  # nor the tree: a leaf more than it holds
+    assert [(p.kind, p.position) for p in chain_problems(naive)] == [
         (ProblemKind.LEDGER_CHAIN_BROKEN, gap),
         (ProblemKind.LEDGER_CHAIN_BROKEN, gap + 1),
     ]

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Connection, delete, insert, select, update
 
-from ledger.chain import event_hash, ledger_link
+from ledger.chain import Problem, ProblemKind, VerifyReport, event_hash, ledger_link
 from ledger.clock import now
 from ledger.codes import Code
 from ledger.digest import Digest
@@ -34,8 +34,19 @@ from ledger.events import (
     WorkSucceeded,
     job_stream,
 )
+from ledger.merkle import Frontier, event_leaf_hash
+from ledger.merkle_store import append_leaves
 from ledger.persistence.engine import make_engine
-from ledger.persistence.schema import events, ledger_order, ledger_sequencer, ledger_ticks
+from ledger.persistence.schema import (
+    events,
+    ledger_events,
+    ledger_order,
+    ledger_sequencer,
+    ledger_ticks,
+    ledger_tree,
+    merkle_gaps,
+    merkle_nodes,
+)
 from ledger.persistence.sql_store import SqlStore
 from tests.factories import digest_of, verify_store
 
@@ -287,18 +298,65 @@ def rehash(ledger: Seeded, event: RecordedEvent, data: dict[str, Any]) -> None:
 def relink(url: str) -> None:
     """Recompute the ledger-wide chain over whatever the table now holds, as a thorough
     forger would after cutting, inserting or rewriting events. On Postgres the order rows are
-    made again, dense from 1 in write order, and the sequencer's head with them."""
+    made again, dense from 1 in write order, and the sequencer's head with them. The Merkle
+    tree too (`retree`): only a tree head kept out of the forger's reach tells."""
     with around_the_triggers(url) as conn:
         rows = conn.execute(select(events.c.position, events.c.hash).order_by(events.c.position))
         if conn.dialect.name == "postgresql":
             _reorder(conn, rows.tuples().all())
-            return
-        link: str | None = None
-        for position, hash_ in rows.all():
-            link = ledger_link(link, hash_)
+        else:
+            link: str | None = None
+            for position, hash_ in rows.all():
+                link = ledger_link(link, hash_)
+                conn.execute(
+                    update(events).where(events.c.position == position).values(ledger_hash=link)
+                )
+    retree(url)
+
+
+def retree(url: str) -> None:
+    """Rebuild the Merkle tree over whatever ledger order now holds, as a forger who owns the
+    database would: the stored subtrees, the tree's row (SQLite: its gaps), and on Postgres
+    no tick head left but the tree's row (the sequencer goes on from it)."""
+    with around_the_triggers(url) as conn:
+        start = conn.execute(select(ledger_tree.c.start_position)).scalar_one()
+        rows = conn.execute(
+            select(ledger_events.c.position, ledger_events.c.hash)
+            .where(ledger_events.c.position >= start)
+            .order_by(ledger_events.c.position)
+        ).all()
+        growth = append_leaves(
+            Frontier.empty(), (event_leaf_hash(h) for _, h in rows), leaves=False
+        )
+        conn.execute(delete(merkle_nodes))
+        if growth.to_store:
             conn.execute(
-                update(events).where(events.c.position == position).values(ledger_hash=link)
+                insert(merkle_nodes),
+                [{"level": s.level, "idx": s.index, "hash": s.hash} for s in growth.to_store],
             )
+        if conn.dialect.name == "postgresql":
+            conn.execute(delete(ledger_ticks))
+        else:
+            conn.execute(delete(merkle_gaps))
+            skipped = 0
+            for leaf, (position, _) in enumerate(rows):
+                if position - start - leaf != skipped:
+                    skipped = position - start - leaf
+                    conn.execute(insert(merkle_gaps).values(position=position, skipped=skipped))
+        frontier = growth.frontier
+        conn.execute(
+            update(ledger_tree).values(tree_size=frontier.size, frontier=b"".join(frontier.hashes))
+        )
+
+
+def chain_problems(report: VerifyReport) -> list[Problem]:
+    """What the chains and digests found (the Merkle tree's findings left out)."""
+    return [p for p in report.problems if p.kind is not ProblemKind.MERKLE_MISMATCH]
+
+
+def tree_problems(report: VerifyReport) -> list[Problem]:
+    """What the Merkle tree's check found (`merkle_mismatch`)."""
+    return [p for p in report.problems if p.kind is ProblemKind.MERKLE_MISMATCH]
 
 
 def _reorder(conn: Connection, rows: list[tuple[int, str]]) -> None:
