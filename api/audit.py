@@ -138,7 +138,7 @@ def audit_head(request: Request, caller: Reader) -> Response:
 @router.get(
     "/v1/audit/proofs/{job_id}",
     summary="An inclusion receipt of a job's outcome in the current Merkle tree",
-    responses=problems(401, 403, 404, 409, 503),
+    responses=problems(401, 403, 404, 409, 422, 503),
 )
 def audit_proof(
     request: Request, caller: Reader, job_id: Annotated[str, Path(max_length=100)]

@@ -74,6 +74,7 @@ def deployment(home: Path) -> Iterator[Workload]:
             "tool:social.draw_card",
             "--reason",
             BRAKE_REASON,
+            "--force",  # this CLI loads no tools and no job names it yet
             "--json",
         )
         secrets = {role: str(_output(p)["token"]) for role, p in made.items()}
