@@ -125,10 +125,23 @@ class SqlAuditReads:
         return [LedgerLink(*row) for row in rows]
 
     def events_by_stream(self, after: StreamKey | None, limit: int) -> list[StreamEvent]:
+        query = self._placed().order_by(*_BY_STREAM).limit(limit)
+        return self._stream_events(_after(query, after))
+
+    def events_in_streams(self, stream_ids: Sequence[str]) -> list[StreamEvent]:
+        found: list[StreamEvent] = []
+        for chunk in _chunks(sorted(set(stream_ids))):  # each stream's events together
+            query = self._placed().where(events.c.stream_id.in_(chunk)).order_by(*_BY_STREAM)
+            found.extend(self._stream_events(query))
+        return found
+
+    def _placed(self) -> Select[Any]:
         place = _PLACE if self._on_postgres else events.c.position  # SQLite: sequenced at write
-        query = select(*EVENT_COLUMNS, place.label("place")).order_by(*_BY_STREAM).limit(limit)
+        return select(*EVENT_COLUMNS, place.label("place"))
+
+    def _stream_events(self, query: Select[Any]) -> list[StreamEvent]:
         found = []
-        for row in self.conn.execute(_after(query, after)):
+        for row in self.conn.execute(query):
             sequenced = row.place is not None
             written = row.position
             event = RecordedEvent(

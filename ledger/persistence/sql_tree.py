@@ -211,6 +211,17 @@ class SqlTreeReads(TreeReads):
             leaf -= int(skipped or 0)
         return leaf if 0 <= leaf < state.tree_size else None
 
+    def leaf_event(self, leaf: int) -> RecordedEvent | None:
+        state = self.tree_state()
+        if not 0 <= leaf < state.tree_size:
+            return None
+        position = SqlLeaves(self.conn).first_position(leaf)
+        with translated():
+            row = self.conn.execute(PAGE, {"after": position - 1, "limit": 1}).first()
+        if row is None or int(row.position) != position:
+            return None
+        return row_to_event(row)
+
     def stream_ledger_positions(self, stream_id: str) -> list[int | None]:
         postgres = self.conn.dialect.name == "postgresql"
         statement = _PG_STREAM_POSITIONS if postgres else _SQLITE_STREAM_POSITIONS

@@ -67,6 +67,7 @@ class Verification:
     digests: list[DigestCheck] = field(default_factory=list)
     started_at: datetime | None = None
     finished_at: datetime | None = None
+    scope: str | None = None  # None: the whole ledger; else what was checked (`--since`, …)
 
     @property
     def ok(self) -> bool:
