@@ -201,9 +201,13 @@ def test_against_tree_heads_by_consistency_proofs(
     _head(outcomes, published / "head-1.json")
     _more_events(seeded)
     _head(outcomes, published / "head-2.json")
+    made = json.loads(outcomes("audit", "head", "--to", str(published), "--json").stdout)
+    assert Path(made["file"]).name.startswith("head-2") and made["tree_size"] == 34
+    assert not Path(made["file"]).stat().st_mode & 0o222  # read-only
     code, found, _ = _verify(outcomes, "--against", str(published))
     assert code == 0, found
-    assert [Path(d["file"]).name for d in found["digests"]] == ["head-1.json", "head-2.json"]
+    assert [Path(d["file"]).name for d in found["digests"]][:2] == ["head-1.json", "head-2.json"]
+    assert len(found["digests"]) == 3
     # With the fast checks too (no re-read of the ledger for the heads).
     code, _, _ = _verify(outcomes, "--sample", "5", "--against", str(published))
     assert code == 0
