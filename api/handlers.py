@@ -135,8 +135,10 @@ async def _on_ledger(request: Request, exc: Exception) -> Response:
     if isinstance(exc, JobNotFoundError):
         return problem_response(job_not_found())
     if isinstance(exc, NotCancellableError):
-        wait = "wait for its outcome (GET /v1/jobs/{id}?wait=60&until=terminal)"
-        return problem_response(not_cancellable(cancel.refusal(exc.status, wait), exc.envelope))
+        wait = f"wait for its outcome (GET /v1/jobs/{exc.job_id}?wait=60&until=terminal)"
+        read = f"GET /v1/jobs/{exc.job_id}"
+        error = cancel.refusal(exc.status, wait, read)
+        return problem_response(not_cancellable(error, exc.envelope))
     if isinstance(exc, IdempotencyConflictError):
         return problem_response(
             invalid_input(

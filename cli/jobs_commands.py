@@ -87,7 +87,8 @@ def cancel_command(
         view = cancel(ledger, job_id, Canceller.operator(operator), reason)
     except NotCancellableError as exc:
         if as_json:
-            error = refusal(exc.status, f"wait for its outcome (outcomes jobs show {exc.job_id})")
+            show = f"outcomes jobs show {exc.job_id}"
+            error = refusal(exc.status, f"wait for its outcome ({show})", show)
             emit_json({"error": error.model_dump(mode="json"), "job": exc.envelope})
         fail(f"NOT_CANCELLABLE: {exc}")
         return
