@@ -251,3 +251,28 @@ def test_the_tool_example_is_whole_and_works(
     finally:
         unregister("tracker.close_issue")
         sys.modules.pop("readme_close_issue", None)
+
+
+def test_the_token_commands_the_readme_shows_are_accepted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every `outcomes tokens create …` the README shows (its optional parts left out) is
+    accepted as written: no placeholder the CLI refuses, such as `--account A`."""
+    import shlex
+
+    from click.testing import CliRunner
+
+    from cli.main import cli
+
+    monkeypatch.chdir(tmp_path)
+    for name in [n for n in os.environ if n.startswith("OUTCOMES_")]:
+        monkeypatch.delenv(name)
+    runner = CliRunner()
+    assert runner.invoke(cli, ["migrate"], catch_exceptions=False).exit_code == 0
+    shown = re.findall(r"outcomes (tokens create [^`|#\n]*)", README.read_text())
+    assert len(shown) >= 3, shown
+    for command in shown:
+        words = shlex.split(re.sub(r"\[[^]]*\]", "", command).split("|")[0].split(" /")[0])
+        words = [w for w in words if w != "--json"]
+        done = runner.invoke(cli, words, catch_exceptions=False)
+        assert done.exit_code == 0, f"outcomes {command}: {done.output}"
