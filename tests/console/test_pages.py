@@ -191,3 +191,21 @@ def test_an_unknown_job_and_the_openapi_document(client: TestClient, seeded: See
     sign_in(client, seeded.operator)
     assert client.get("/console/jobs/not-a-job").status_code == 404
     assert "/console" not in str(client.get("/openapi.json").json()["paths"])
+
+
+def test_a_jobs_facts_are_labelled_in_sentence_case_and_flags_say_yes_or_no(
+    client: TestClient, seeded: Seeded
+) -> None:
+    """Issue 47: the job page's facts mixed `Tool` with `ledger position`, and showed a
+    flag as Python's `False`."""
+    import re
+
+    sign_in(client, seeded.operator)
+    for job_id in (seeded.failed, seeded.lost, seeded.late, seeded.halted):
+        page = client.get(f"/console/jobs/{job_id}").text
+        facts = page.split('<dl class="facts">', 1)[1].split("</dl>", 1)[0]
+        labels = re.findall(r"<dt>(.*?)</dt>", facts)
+        assert "Ledger position" in labels and "Spends" in labels, labels
+        assert all(label[0].isupper() for label in labels), labels
+        assert re.search(r"<dt>Spends</dt><dd>(yes|no)</dd>", facts), facts
+        assert not re.search(r">\s*(True|False|None)\s*<", page)
