@@ -34,6 +34,7 @@ from api.problems import (
     route_not_found,
     unauthorized,
     unavailable,
+    webhook_limit,
     webhook_not_found,
     webhooks_unavailable,
 )
@@ -50,6 +51,7 @@ from ledger.errors import (
     SchemaMissingError,
     StorageUnavailableError,
     ToolNotGrantedError,
+    WebhookLimitError,
     WebhookNotFoundError,
     WebhookTargetError,
     WebhookUnavailableError,
@@ -170,6 +172,8 @@ async def _on_ledger(request: Request, exc: Exception) -> Response:
         )
     if isinstance(exc, WebhookNotFoundError):
         return problem_response(webhook_not_found())
+    if isinstance(exc, WebhookLimitError):
+        return problem_response(webhook_limit(exc.limit))
     if isinstance(exc, WebhookUnavailableError):
         return problem_response(webhooks_unavailable(str(exc)))
     if isinstance(exc, SchemaMissingError):
