@@ -347,12 +347,17 @@ def brakes_page(request: Request) -> Response:
 def audit_page(request: Request) -> Response:
     viewer = viewer_of(request)
     state = state_of(request)
+    # Staff of one account see their account's newest change, and of the last verification
+    # its verdict alone: the ledger's head, its counts and its problems are every account's.
+    scope = viewer.scope
+    head = audit.head(state.ledger) if scope is None else audit.account_head(state.ledger, scope)
     # The last recorded `outcomes audit verify` (one index read): the API never verifies.
     return page(
         "audit.html",
         viewer=viewer,
         nav="audit",
-        head=audit.head(state.ledger),
+        scope=scope,
+        head=head,
         last=verifications.last(state.ledger),
     )
 
