@@ -58,8 +58,9 @@ def list_command(as_json: bool) -> None:
     show_default=True,
     help="The folder to write the module and its test into.",
 )
+@json_option
 @reports_errors
-def new_command(name: str, folder: Path) -> None:
+def new_command(name: str, folder: Path, as_json: bool) -> None:
     """Write a working tool NAME (e.g. billing.refund) and its pytest test to start from.
 
     The module is NAME with underscores for dots (billing_refund.py), loaded by
@@ -67,8 +68,6 @@ def new_command(name: str, folder: Path) -> None:
     overwritten."""
     scaffold = scaffold_for(name)
     written = write_scaffold(scaffold, folder)
-    for path in written:
-        click.echo(f"wrote {path}")
     where = os.path.relpath(folder)
     steps = [] if where == "." else [(f"cd {where}", "")]
     steps += [
@@ -77,6 +76,18 @@ def new_command(name: str, folder: Path) -> None:
         ("outcomes tools list", f"{scaffold.tool} is loaded"),
         ("outcomes serve", "agents can call it"),
     ]
+    if as_json:
+        emit_json(
+            {
+                "tool": scaffold.tool,
+                "module": scaffold.module,
+                "written": [str(path) for path in written],
+                "next": [command for command, _ in steps],
+            }
+        )
+        return
+    for path in written:
+        click.echo(f"wrote {path}")
     width = max(len(command) for command, _ in steps)
     click.echo("\nNext, from this folder:")
     for command, why in steps:

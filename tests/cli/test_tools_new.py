@@ -40,6 +40,20 @@ def test_the_scaffold_is_written_with_the_next_commands(tmp_path: Path) -> None:
     assert "..." not in (tmp_path / "billing_refund.py").read_text()
 
 
+def test_json_says_what_was_written_and_what_to_run(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        cli, ["tools", "new", "billing.refund", "--dir", str(tmp_path), "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    said = orjson.loads(result.stdout)
+    assert (said["tool"], said["module"]) == ("billing.refund", "billing_refund")
+    assert said["written"] == [
+        str(tmp_path / "billing_refund.py"),
+        str(tmp_path / "test_billing_refund.py"),
+    ]
+    assert "export PYTHONPATH=. OUTCOMES_TOOLS=billing_refund" in said["next"]
+
+
 def test_an_existing_file_is_never_overwritten(tmp_path: Path) -> None:
     (tmp_path / "test_billing_refund.py").write_text("mine\n")
     result = CliRunner().invoke(cli, ["tools", "new", "billing.refund", "--dir", str(tmp_path)])
