@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck bench bench-growth soak chaos lock clean
+.PHONY: run test lint typecheck bench bench-growth bench-proofs soak chaos lock clean
 
 # Paths to the project go through ROOT, so `make -f <clone>/Makefile run` works from another
 # folder (the README test serves from a temporary one). setuptools' notice that an editable
@@ -60,6 +60,13 @@ STAGES ?= 0,100000
 ARCHIVE ?=
 bench-growth: $(STAMP)
 	$(BIN)/python -m bench.growth --stages $(STAGES) $(if $(ARCHIVE),--archive)
+
+# What checking against a tree head costs (docs/integrity.md): a full `audit verify` against
+# `--since HEAD` after MORE jobs, `--sample 100`, the head's size and `audit prove` p50/p99.
+JOBS ?= 100000
+MORE ?= 10000
+bench-proofs: $(STAMP)
+	$(BIN)/python -m bench.proofs --jobs $(JOBS) --more $(MORE)
 
 soak: $(STAMP)
 	$(BIN)/python -m pytest -m soak

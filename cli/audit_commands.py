@@ -18,13 +18,14 @@ from cli.errors import EXIT_PROBLEM, EXIT_USAGE, fail, reports_errors
 from cli.output import emit_json, json_option, text_out
 from cli.params import POSITION
 from cli.proof_commands import PROOF_COMMANDS
+from ledger import digest_files
 from ledger.clock import utc
 from ledger.digest import Digest
-from ledger.errors import StorageError
+from ledger.errors import HeadAheadError, StorageError, TreeHeadError
 from ledger.public import public_event
 from ledger.queries import EventFilter
 from ledger.services import audit as audit_service
-from ledger.services import proofs, verifications, verify_passes
+from ledger.services import proofs, verifications, verify_passes, verify_proofs
 from ledger.services.ledger import Ledger
 
 output_option = click.option(
@@ -244,13 +245,38 @@ def digest(
     help="A digest saved earlier by `outcomes audit digest`.",
 )
 @click.option(
+    "--since",
+    "since_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    metavar="HEAD",
+    help="Verify only what came after a tree head kept apart (`audit digest -o HEAD` or "
+    "`audit head --json`): its frontier extended with every event after its position, "
+    "against the stored tree and the current head (which must extend it), and the hash "
+    "chains and read models of the streams those events touch. Time grows with the events "
+    "since the head, not with the ledger.",
+)
+@click.option(
+    "--sample",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Prove N events drawn at random from the tree instead: each re-hashed from its row "
+    "and its inclusion proof checked against the current head (seconds at any size).",
+)
+@click.option(
+    "--seed",
+    type=int,
+    help="With --sample: the draw's seed, to repeat a sample (default: a new draw each run).",
+)
+@click.option(
     "--against",
     "against_dir",
     type=click.Path(path_type=Path),
     metavar="DIR",
-    help="Every digest published in DIR by `audit digest --to DIR`: each file but hidden ones "
-    "must be an intact digest (one malformed or altered is an error naming it). DIR must be "
-    "out of the ledger writers' reach; each digest costs one read of the events it covers.",
+    help="Every digest in DIR: tree heads (`audit digest -o DIR/FILE`) are each checked by a "
+    "consistency proof to the current head (O(log n)); per-stream digests (`audit digest "
+    "--to DIR`) each by one read of the events they cover (full verification only). Every "
+    "file but hidden ones must be an intact digest or tree head (one malformed or altered is "
+    "an error naming it). DIR must be out of the ledger writers' reach.",
 )
 @click.option(
     "--archive",
@@ -272,6 +298,9 @@ def digest(
 @reports_errors
 def verify(
     digest_file: Path | None,
+    since_file: Path | None,
+    sample: int | None,
+    seed: int | None,
     against_dir: Path | None,
     archive_dir: Path | None,
     verified_by: str | None,
@@ -284,20 +313,49 @@ def verify(
     the ledger. After an archive, the chains go on from where it ends. The result is
     recorded: the console, `outcomes status` and /metrics show the last one. Exit 2 with a
     one-line reason: the first broken position, the digest no longer extended, or the
-    read-model row (table, key, field) that differs."""
+    read-model row (table, key, field) that differs.
+
+    --since HEAD and --sample N check less than the whole ledger, fast (docs/integrity.md
+    says what each proves and does not); a bad HEAD file, or a head larger than the current
+    tree, is refused with exit 2."""
+    partial = since_file is not None or sample is not None
     if archive_dir is not None:
-        if digest_file is not None or against_dir is not None:
-            fail("--archive verifies files alone: not with --digest or --against", EXIT_USAGE)
+        if digest_file is not None or against_dir is not None or partial:
+            fail(
+                "--archive verifies files alone: not with --digest, --against, --since or --sample",
+                EXIT_USAGE,
+            )
         verify_archive(archive_dir, as_json)
         return
+    if since_file is not None and sample is not None:
+        fail("--since and --sample are separate checks: run one, then the other", EXIT_USAGE)
+    if seed is not None and sample is None:
+        fail("--seed goes with --sample", EXIT_USAGE)
+    if partial and digest_file is not None:
+        fail("--digest (a per-stream digest) needs the full verification", EXIT_USAGE)
     ledger = ledger_of(click.get_current_context())
     earlier = Digest.loads(digest_file.read_bytes()) if digest_file else None
-    published = audit_service.load_digests(against_dir) if against_dir else []
-    total = audit_service.size(ledger) * verify_passes.passes(len(published))
-    # Progress goes to stderr so that stdout stays clean for --json.
-    with click.progressbar(length=total, label="verifying", file=sys.stderr) as bar:
-        found = audit_service.verify_all(ledger, earlier, published, progress=bar.update)
-    with_digest = earlier is not None or bool(published)
+    published = audit_service.load_published(against_dir) if against_dir else None
+    digests = published.digests if published else []
+    if partial and digests:
+        fail(
+            f"{against_dir} holds per-stream digests: they need the full verification (tree "
+            "heads alone go with --since and --sample)",
+            EXIT_USAGE,
+        )
+    if since_file is not None:
+        found = _verify_since(ledger, since_file)
+    elif sample is not None:
+        with click.progressbar(length=sample, label="proving", file=sys.stderr) as bar:
+            found = verify_proofs.verify_sample(ledger, sample, seed, progress=bar.update)
+    else:
+        total = audit_service.size(ledger) * verify_passes.passes(len(digests))
+        # Progress goes to stderr so that stdout stays clean for --json.
+        with click.progressbar(length=total, label="verifying", file=sys.stderr) as bar:
+            found = audit_service.verify_all(ledger, earlier, digests, progress=bar.update)
+    if published is not None and published.heads:
+        found.digests.extend(verify_proofs.check_heads(ledger, published.heads))
+    with_digest = earlier is not None or published is not None or since_file is not None
     try:
         verifications.record(ledger, found, verified_by, with_digest)
     except StorageError as exc:  # a role that may only read: the verification still stands
@@ -309,6 +367,22 @@ def verify(
     reason = verify_output.failure(found)
     if reason is not None:
         fail(reason, EXIT_PROBLEM)
+
+
+def _verify_since(ledger: Ledger, since_file: Path) -> verify_passes.Verification:
+    """`verify --since`: a head that cannot be checked from is refused (exit 2) naming it."""
+    try:
+        head = digest_files.read_head(since_file)
+        total = verify_proofs.since_events(ledger, head)
+        with click.progressbar(length=total, label="verifying", file=sys.stderr) as bar:
+            return verify_proofs.verify_since(ledger, head, progress=bar.update)
+    except HeadAheadError as exc:
+        fail(f"--since {since_file}: {exc}", EXIT_PROBLEM)
+    except TreeHeadError as exc:
+        fail(
+            f"--since {exc}" if str(since_file) in str(exc) else f"--since {since_file}: {exc}",
+            EXIT_USAGE,
+        )
 
 
 for _command in PROOF_COMMANDS:

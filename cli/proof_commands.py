@@ -10,7 +10,7 @@ import click
 import orjson
 
 from cli.context import with_ledger
-from cli.errors import EXIT_PROBLEM, fail, reports_errors
+from cli.errors import EXIT_PROBLEM, EXIT_USAGE, fail, reports_errors
 from cli.output import emit_json, json_option
 from ledger.errors import ProofError
 from ledger.receipts import SignedHead, check_document, public_key_from
@@ -41,14 +41,33 @@ def _head_file(path: Path) -> SignedHead:
 
 @click.command()
 @output_option
+@click.option(
+    "--to",
+    "to",
+    type=click.Path(file_okay=False, path_type=Path),
+    metavar="DIR",
+    help="Publish it into DIR as a new read-only file (head-<time>-p<position>.json, never "
+    "overwritten): `audit verify --against DIR` checks every head there.",
+)
 @json_option
 @reports_errors
 @with_ledger
-def head(ledger: Ledger, output: Path | None, as_json: bool) -> None:
+def head(ledger: Ledger, output: Path | None, to: Path | None, as_json: bool) -> None:
     """The Merkle tree head now: size, root, the position of the last leaf, the frontier (at
     most 4 KB), signed with Ed25519 when OUTCOMES_SIGNING_KEY is set. Keep it where the
-    ledger's writers cannot change it: `audit verify --since FILE` and `audit consistency`
-    later prove the ledger still extends it."""
+    ledger's writers cannot change it: `audit verify --since FILE`, `audit verify --against
+    DIR` and `audit consistency` later prove the ledger still extends it."""
+    if to is not None:
+        if output is not None:
+            fail("--to and --output exclude each other", EXIT_USAGE)
+        if not to.is_dir():
+            fail(f"--to {to}: not a directory", EXIT_USAGE)
+        path, published = proofs.publish_head(ledger, to)
+        if as_json:
+            emit_json({"file": str(path), **published.to_json()})
+        else:
+            click.echo(f"tree head of {published.head.tree_size} leaves → {path}")
+        return
     found = proofs.head(ledger)
     if as_json or output is not None:
         _write(found.to_json(), output)

@@ -18,6 +18,7 @@ def to_json(found: Verification) -> dict[str, Any]:
     first = first_broken(found)
     return {
         "ok": found.ok,
+        "scope": found.scope,  # None: the whole ledger (else --since's or --sample's)
         "events_checked": found.chain.events_checked,
         "streams_checked": found.chain.streams_checked,
         "problems": _problems(found.chain),
@@ -33,10 +34,12 @@ def to_json(found: Verification) -> dict[str, Any]:
 
 def echo_lines(found: Verification) -> None:
     chain, models = found.chain, found.read_models
-    if chain.ok:
+    if chain.ok and found.scope is not None:
+        click.echo(f"ok: {found.scope}")
+    elif chain.ok:
         click.echo(f"ok: {chain.events_checked} events in {chain.streams_checked} streams verify")
     rows = ", ".join(f"{table} {count}" for table, count in models.rows_checked.items())
-    if models.ok:
+    if models.ok and (found.scope is None or models.rows_checked):
         click.echo(f"ok: the read models are what the events make ({rows} rows)")
     else:
         for mismatch in models.problems[:SHOWN]:

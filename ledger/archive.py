@@ -10,9 +10,11 @@ authentication, the brake checks and their appends read them from their events: 
 the cut (`checkpoints`) bind what the database kept to what the archive saw.
 
 The manifest is versioned (`MANIFEST_VERSION`) and keeps any member it does not know, so a
-later version may add some (Merkle subtree roots are planned) and an older reader still reads
-the ones it knows. Its own SHA-256 is the next archive's `previous.manifest_sha256`: archives
-chain.
+later version may add some and an older reader still reads the ones it knows: `tree` (added
+within version 1) holds the Merkle tree's frontier before the archive's first leaf and after its
+last, so that its files are checked against the tree, and the database's tree check goes on
+from where the archive ends. Its own SHA-256 is the next archive's
+`previous.manifest_sha256`: archives chain.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from datetime import datetime
 import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
-from ledger.errors import ArchiveError
+from ledger.errors import ArchiveError, ProofError
+from ledger.merkle import Frontier
 
 MANIFEST_NAME = "manifest.json"
 MANIFEST_FORMAT = "outcomes-archive"
@@ -78,6 +81,22 @@ class ArchiveCounts(_Open):
     jobs_by_status: dict[str, int] = Field(default_factory=dict)
 
 
+class TreeSpan(_Open):
+    """The Merkle tree around an archive's events (docs/integrity.md, "Proofs"): the leaves
+    are the events from ledger position `start_position` on; `before` is the tree's frontier
+    before the archive's first leaf (the previous archive's `after`; the empty tree for the
+    first), `after` its frontier at the archive's last leaf, read from the stored tree when the
+    archive was made. Each in `Frontier.to_json`'s form."""
+
+    start_position: int
+    before: dict[str, object]
+    after: dict[str, object]
+
+    def frontiers(self) -> tuple[Frontier, Frontier]:
+        """`before` and `after`, checked (`ProofError` if either is not a sound frontier)."""
+        return Frontier.from_json(self.before), Frontier.from_json(self.after)
+
+
 class Manifest(_Open):
     format: str = MANIFEST_FORMAT
     version: int = MANIFEST_VERSION
@@ -95,6 +114,7 @@ class Manifest(_Open):
     streams_before: dict[str, StreamHead] = Field(default_factory=dict)  # kept streams' heads
     checkpoints: dict[str, StreamHead] = Field(default_factory=dict)  # at the previous and this cut
     files: list[ArchiveFile]
+    tree: TreeSpan | None = None  # None: made before archives carried it, or no leaf in it
 
     def dumps(self) -> bytes:
         """The manifest's bytes, as written (sorted keys, indented for people)."""
@@ -144,6 +164,7 @@ class ArchiveBase:
     write_to: int
     kept_events: int
     kept_heads: Mapping[str, tuple[int, str]] = field(default_factory=dict)
+    tree: Frontier | None = None  # the Merkle tree's frontier at `position` (its manifest's)
 
 
 @dataclass(frozen=True)
@@ -175,7 +196,19 @@ class ArchiveRecord:
             write_to=found.write_to,
             kept_events=found.counts.kept_total,
             kept_heads=found.kept_heads(),
+            tree=_tree_after(found, self.archive_id),
         )
+
+
+def _tree_after(manifest: Manifest, archive_id: int) -> Frontier | None:
+    if manifest.tree is None:
+        return None
+    try:
+        return manifest.tree.frontiers()[1]
+    except ProofError as exc:
+        raise ArchiveError(
+            f"the manifest of archive {archive_id}: its tree frontier is not sound: {exc}"
+        ) from None
 
 
 RECORDED = "recorded"  # files written and read back, jobs listed: the rows may now go

@@ -4,11 +4,14 @@ For each archive in a folder, in order: every file is there, with the SHA-256 an
 the manifest gives; every event's hash is recomputed, every stream's chain followed (from its first
 event, or from the head the archive before it kept it at: kept streams, and straddling jobs), the
 ledger-wide chain followed from the link before the archive's first position to its last, which
-must be the manifest's; the counts are the manifest's; the heads at the end of every stream it
-does not take (the jobs file lists the job streams it takes) are its checkpoints; and each
-manifest names the one before it by its SHA-256, continuing its positions and its chain. The
-events of an archive are read file by file, batch by batch, merged in ledger order: memory grows
-with the streams of one archive, not with the events.
+must be the manifest's; the Merkle tree grown from the manifest's frontier before its first
+leaf with a leaf for each event is its frontier at the end (`tree`, when the manifest has it),
+which the next archive's goes on from; the counts are the manifest's; the heads at the end of
+every stream it does not take (the jobs file lists the job streams it takes) are its
+checkpoints; and each manifest names the one before it by its SHA-256, continuing its
+positions, its chain and its tree. The events of an archive are read file by file, batch by
+batch, merged in ledger order: memory grows with the streams of one archive, not with the
+events.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ledger.archive import ArchiveBase, Manifest
+from ledger.archive import ArchiveBase, Manifest, TreeSpan
 from ledger.archive_files import (
     JOBS_FILE,
     archive_folders,
@@ -30,8 +33,9 @@ from ledger.archive_files import (
 )
 from ledger.chain import Problem, ProblemKind, VerifyReport
 from ledger.chain_check import verify_chain
-from ledger.errors import ArchiveError
+from ledger.errors import ArchiveError, ProofError
 from ledger.events import RecordedEvent
+from ledger.merkle import Frontier, event_leaf_hash, leaf_hash
 
 Progress = Callable[[int], None]
 
@@ -102,6 +106,12 @@ def _check_previous(
         _manifest(report, f"its chain does not go on from archive {earlier.archive_id}'s last link")
     if earlier.checkpoints != manifest.streams_before:
         _manifest(report, f"its kept streams do not go on from archive {earlier.archive_id}'s")
+    if (
+        earlier.tree is not None
+        and manifest.tree is not None
+        and earlier.tree.after != manifest.tree.before
+    ):
+        _manifest(report, f"its Merkle tree does not go on from archive {earlier.archive_id}'s")
 
 
 def _check_files(folder: Path, manifest: Manifest, report: VerifyReport) -> bool:
@@ -130,7 +140,7 @@ def _check_events(
     folder: Path, manifest: Manifest, report: VerifyReport, progress: Progress | None
 ) -> None:
     sources = [read_events(folder / f.name) for f in manifest.files if f.kind == "events"]
-    merged = heapq.merge(*sources, key=lambda event: event.position)
+    merged: Iterator[RecordedEvent] = heapq.merge(*sources, key=lambda event: event.position)
     try:  # the job streams it takes; every other stream is kept (checkpoints)
         archived = (
             {f"job-{row['job_id']}" for row in read_rows(folder / JOBS_FILE, columns=["job_id"])}
@@ -141,6 +151,9 @@ def _check_events(
         _file(report, str(exc))
         return
     seen = _Seen(archived)
+    leaves = _Leaves(manifest.tree, report) if manifest.tree is not None else None
+    if leaves is not None:
+        merged = leaves.watch(merged)
     start = ArchiveBase(
         archive_id=manifest.archive_id - 1,
         position=(manifest.ledger_first or 1) - 1,
@@ -159,6 +172,8 @@ def _check_events(
     except ArchiveError as exc:
         _file(report, str(exc))
         return
+    if leaves is not None:
+        leaves.finish(manifest, report)
     report.events_checked += found.events_checked
     report.streams_checked += found.streams_checked
     report.problems.extend(found.problems)
@@ -229,6 +244,61 @@ class _Seen:
             if progress is not None:
                 progress(1)
             yield event
+
+
+class _Leaves:
+    """The Merkle tree grown from the manifest's frontier before the archive with a leaf for
+    each event from the tree's first position (its `event_leaf_hash`), a batch at a time:
+    O(log n) hashes of state."""
+
+    BATCH = 4096
+
+    def __init__(self, span: TreeSpan, report: VerifyReport) -> None:
+        self.start = span.start_position
+        self.frontier: Frontier | None = None
+        self.after: Frontier | None = None
+        self._pending: list[bytes] = []
+        try:
+            self.frontier, self.after = span.frontiers()
+        except ProofError as exc:
+            _manifest(report, f"its Merkle tree frontiers are not sound: {exc}")
+
+    def watch(self, events: Iterator[RecordedEvent]) -> Iterator[RecordedEvent]:
+        for event in events:
+            if self.frontier is not None and event.position >= self.start:
+                self._pending.append(_leaf(event.hash))
+                if len(self._pending) >= self.BATCH:
+                    self._flush()
+            yield event
+
+    def finish(self, manifest: Manifest, report: VerifyReport) -> None:
+        if self.frontier is None or self.after is None:
+            return
+        self._flush()
+        if self.frontier != self.after:
+            report.problems.append(
+                Problem(
+                    ProblemKind.MERKLE_MISMATCH,
+                    "",
+                    0,
+                    manifest.ledger_last,
+                    f"Merkle tree: the tree grown from the archive's events ({self.frontier.size} "
+                    f"leaves) is not the one its manifest records at its end ({self.after.size} "
+                    "leaves): an event's hash in its files, or the manifest's tree, was changed",
+                )
+            )
+
+    def _flush(self) -> None:
+        if self.frontier is not None and self._pending:
+            self.frontier = self.frontier.extend(self._pending)
+        self._pending = []
+
+
+def _leaf(event_hash: str) -> bytes:
+    try:
+        return event_leaf_hash(event_hash)
+    except ProofError:  # not a hash at all: a leaf no stored tree holds
+        return leaf_hash(str(event_hash).encode())
 
 
 def _manifest(report: VerifyReport, message: str) -> None:

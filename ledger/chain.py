@@ -185,6 +185,10 @@ class ProblemKind(StrEnum):
     # The Merkle tree (ledger.tree_pass): a stored subtree, a recorded tree head or the current
     # head is not the tree recomputed from the events' rows.
     MERKLE_MISMATCH = "merkle_mismatch"
+    # A tree head kept apart (`verify --since`, a head in `--against`) that the current tree
+    # does not extend: the stored tree at its size has another root, or its position is not
+    # the leaf it says.
+    TREE_HEAD_MISMATCH = "tree_head_mismatch"
 
 
 # What only a digest can reveal (the rest are the chains' own findings).

@@ -14,9 +14,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO, TypeVar
 
+import orjson
+
 from ledger.chain import Checkpoint
 from ledger.digest import Digest
-from ledger.errors import DigestError
+from ledger.errors import DigestError, ProofError, TreeHeadError
+from ledger.receipts import HEAD_FORMAT, MAX_HEAD_BYTES, SignedHead
 
 PREFIX = "digest-"
 SUFFIX = ".json"
@@ -87,6 +90,71 @@ def check_all(directory: Path) -> list[Published]:
     if not found:
         raise DigestError(f"{directory}: holds no digest")
     return found
+
+
+@dataclass(frozen=True)
+class PublishedDir:
+    """What a directory of published digests holds: tree heads (`audit digest`, `audit head
+    --json`: checked by consistency proofs) and per-stream digests (`audit digest --streams`,
+    `--to`: checked by a read of the events each), oldest name first."""
+
+    heads: list[tuple[Path, SignedHead]]
+    digests: list[Published]
+
+
+def read_dir(directory: Path) -> PublishedDir:
+    """Every tree head and per-stream digest in `directory` (hidden files aside), each known
+    intact; a file that is neither, or one that is broken, is an error naming it."""
+    if not directory.is_dir():
+        raise DigestError(f"{directory}: not a directory")
+    heads: list[tuple[Path, SignedHead]] = []
+    digests: list[Published] = []
+    for path in sorted(p for p in directory.iterdir() if not p.name.startswith(".")):
+        if not path.is_file():
+            continue
+        head = load_head(path)
+        if head is not None:
+            heads.append((path, head))
+            continue
+        digest = _load(path)
+        digests.append(Published(path, digest.position, digest.events, digest.ledger_hash))
+    if not heads and not digests:
+        raise DigestError(f"{directory}: holds no digest")
+    return PublishedDir(heads, digests)
+
+
+def read_head(path: Path) -> SignedHead:
+    """The tree head in `path` (`audit verify --since`): anything else is a `TreeHeadError`
+    naming it."""
+    head = load_head(path)
+    if head is None:
+        raise TreeHeadError(
+            f"{path}: not a tree head (format {HEAD_FORMAT}, as `audit digest` and `audit head "
+            "--json` write it); a per-stream digest goes with --digest"
+        )
+    return head
+
+
+def load_head(path: Path) -> SignedHead | None:
+    """The tree head in `path`, or None if the file is not one (a per-stream digest, say):
+    a file that says it is a tree head but is not a sound one is a `TreeHeadError` naming
+    it."""
+    try:
+        if path.stat().st_size > MAX_HEAD_BYTES:
+            return None
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise DigestError(f"{path}: {exc.strerror or exc}") from None
+    try:
+        doc = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(doc, dict) or doc.get("format") != HEAD_FORMAT:
+        return None
+    try:
+        return SignedHead.from_json(doc)
+    except ProofError as exc:
+        raise TreeHeadError(f"{path}: {exc}") from None
 
 
 def _load(path: Path) -> Digest:

@@ -39,6 +39,8 @@ driver type.
     │   └── ArchiveUnsupportedError     a store that keeps no archives (memory)
     ├── DigestError                 a digest file that is not one
     ├── ProofError                  a Merkle proof, tree head or frontier that is not one
+    │   └── TreeHeadError               a tree head the ledger cannot be checked against
+    │       └── HeadAheadError              a head larger than the current tree
     ├── SecretUnavailableError      a sealed secret argument this process cannot open
     ├── DispatchError               the broker refused a job id
     └── OutcomeUnrecordedError      the tool ran; its outcome could not be written
@@ -345,6 +347,26 @@ class ProofError(LedgerError):
     `ledger.merkle_verify`): a size out of range, an index outside its tree, a hash that is
     not 32 bytes (64 lowercase hex digits), a path of the wrong length. A well-formed proof
     whose hashes do not add up is no error: its verification answers False."""
+
+
+class TreeHeadError(ProofError):
+    """A tree head given to check the ledger against (`audit verify --since FILE`, a head in
+    `--against DIR`) that cannot be used: not a tree head at all, a frontier that does not add
+    up to its root, or a head the ledger cannot be checked from (larger than the current
+    tree, older than its newest archive)."""
+
+
+class HeadAheadError(TreeHeadError):
+    """A tree head larger than the ledger's current tree: events it covered are gone from
+    the tree (removed, or the head is another ledger's)."""
+
+    def __init__(self, head_size: int, tree_size: int) -> None:
+        self.head_size = head_size
+        self.tree_size = tree_size
+        super().__init__(
+            f"the head covers {head_size} leaves but the ledger's tree holds only {tree_size}: "
+            "events it covered were removed, or it is another ledger's head"
+        )
 
 
 class RebuildTakenOverError(LedgerError):

@@ -24,6 +24,17 @@ from ledger.chain import (
 from ledger.problem_log import ProblemLog
 
 
+class ChainStart(Protocol):
+    """Where a pass in ledger order picks the chain up: an archive's end (`ArchiveBase`), or
+    the position of a tree head (`verify --since`) and the link stored there."""
+
+    @property
+    def position(self) -> int: ...
+
+    @property
+    def ledger_hash(self) -> str | None: ...
+
+
 class OrderCheck(Protocol):
     def see(self, link: Link) -> None:
         """The next event in ledger order."""
@@ -36,7 +47,7 @@ class LedgerChain:
     """Each position's ledger-wide link follows the previous position's (after an archive,
     from the archive's last link: `base`)."""
 
-    def __init__(self, problems: ProblemLog, base: ArchiveBase | None = None) -> None:
+    def __init__(self, problems: ProblemLog, base: ChainStart | None = None) -> None:
         self.problems = problems
         self._after = base.position if base else 0
         self._prev: str | None = base.ledger_hash if base else None
@@ -55,7 +66,7 @@ class DensePositions:
     """From `dense_from` (the sequencer's first position) on, positions follow each other."""
 
     def __init__(
-        self, problems: ProblemLog, dense_from: int, base: ArchiveBase | None = None
+        self, problems: ProblemLog, dense_from: int, base: ChainStart | None = None
     ) -> None:
         self.problems = problems
         self.dense_from = dense_from

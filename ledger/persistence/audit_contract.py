@@ -29,6 +29,12 @@ class AuditReads(ABC):
         one not yet sequenced carries its write position as its position."""
 
     @abstractmethod
+    def events_in_streams(self, stream_ids: Sequence[str]) -> list[StreamEvent]:
+        """Every event of these streams, sequenced or not, in stream order (stream id, then
+        version), as `events_by_stream` answers them: only these streams are read (by the
+        unique index on stream and version), for `audit verify --since`."""
+
+    @abstractmethod
     def links_by_stream(self, after: StreamKey | None, limit: int) -> list[LedgerLink]:
         """The sequenced events in stream order after the cursor, at most `limit`: their
         place and hashes only (a published digest's check)."""

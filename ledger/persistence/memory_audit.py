@@ -54,6 +54,13 @@ class MemoryAuditReads:
     def events_by_stream(self, after: StreamKey | None, limit: int) -> list[StreamEvent]:
         return [StreamEvent(e, True) for e in islice(self._by_stream(after), limit)]
 
+    def events_in_streams(self, stream_ids: Sequence[str]) -> list[StreamEvent]:
+        return [
+            StreamEvent(e, True)
+            for name in sorted(set(stream_ids))
+            for e in self.state.streams.get(name, ())
+        ]
+
     def links_by_stream(self, after: StreamKey | None, limit: int) -> list[LedgerLink]:
         return [_link(e) for e in islice(self._by_stream(after), limit)]
 

@@ -32,6 +32,14 @@ class MemoryTreeReads(TreeReads):
     def tree_leaf_index(self, position: int) -> int | None:
         return self.state.tree.leaves.get(position)
 
+    def leaf_event(self, leaf: int) -> RecordedEvent | None:
+        positions = self.state.tree.positions
+        if not 0 <= leaf < len(positions):
+            return None
+        found = self.state.events
+        at = bisect.bisect_left(found, positions[leaf], key=lambda e: e.position)
+        return found[at] if at < len(found) and found[at].position == positions[leaf] else None
+
     def stream_ledger_positions(self, stream_id: str) -> list[int | None]:
         return [e.position for e in self.state.streams.get(stream_id, [])]
 

@@ -18,6 +18,7 @@ from sqlalchemy import (
     Select,
     Table,
     Text,
+    any_,
     bindparam,
     cast,
     exists,
@@ -27,6 +28,7 @@ from sqlalchemy import (
     select,
     tuple_,
 )
+from sqlalchemy.dialects.postgresql import ARRAY
 
 from ledger.clock import utc
 from ledger.events import RecordedEvent
@@ -44,6 +46,7 @@ from ledger.verification_record import VerificationRecord
 
 TABLES: dict[str, Table] = {table.name: table for table in READ_MODEL_TABLES}
 MODELS: dict[str, ReadModel[Any]] = {model.table: model for model in READ_MODELS}
+ANY_CHUNK = 2000  # stream ids a Postgres read of whole streams asks for at once (one array)
 DIGEST_ROWS = 200  # rows a streamed digest fetches at a time (a round trip each)
 
 _LINKS = (
@@ -125,10 +128,35 @@ class SqlAuditReads:
         return [LedgerLink(*row) for row in rows]
 
     def events_by_stream(self, after: StreamKey | None, limit: int) -> list[StreamEvent]:
+        query = self._placed().order_by(*_BY_STREAM).limit(limit)
+        return self._stream_events(_after(query, after))
+
+    def events_in_streams(self, stream_ids: Sequence[str]) -> list[StreamEvent]:
+        names = sorted(set(stream_ids))
+        found: list[StreamEvent] = []
+        if self._on_postgres:  # one array parameter: planned once, not once a name
+            for start in range(0, len(names), ANY_CHUNK):
+                wanted = bindparam("names", names[start : start + ANY_CHUNK], ARRAY(Text))
+                query = self._placed().where(events.c.stream_id == any_(wanted))
+                found.extend(self._stream_events(query.order_by(*_BY_STREAM)))
+            return found
+        for chunk in _chunks(names):  # each stream's events together
+            query = self._placed().where(events.c.stream_id.in_(chunk)).order_by(*_BY_STREAM)
+            found.extend(self._stream_events(query))
+        return found
+
+    def _placed(self) -> Select[Any]:
         place = _PLACE if self._on_postgres else events.c.position  # SQLite: sequenced at write
-        query = select(*EVENT_COLUMNS, place.label("place")).order_by(*_BY_STREAM).limit(limit)
+        return select(*EVENT_COLUMNS, place.label("place"))
+
+    def _stream_events(self, query: Select[Any]) -> list[StreamEvent]:
+        if self._on_postgres:
+            # The event's place is a subquery a row over every partition of `ledger_order`: the
+            # planner's estimate for a page is large enough to JIT-compile it, which took 2 s a
+            # page of 1,500 events at 110k jobs (33 partitions) where the query ran in 0.1 s.
+            self.conn.exec_driver_sql("SET LOCAL jit = off")
         found = []
-        for row in self.conn.execute(_after(query, after)):
+        for row in self.conn.execute(query):
             sequenced = row.place is not None
             written = row.position
             event = RecordedEvent(

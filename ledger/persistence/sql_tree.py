@@ -56,11 +56,19 @@ _NODES = (
     )
     .order_by(merkle_nodes.c.idx)
 )
+# Each event's place, one index lookup an event (the lowest, should a forger have given it two;
+# None: not sequenced yet). A join of the stream's events with `ledger_order` was planned, on a
+# freshly filled ledger, as a scan of every order partition: 52 ms a proof at 30k jobs.
 _PG_STREAM_POSITIONS = (
-    select(ledger_order.c.position)
-    .select_from(events.outerjoin(ledger_order, ledger_order.c.event_position == events.c.position))
+    select(
+        select(ledger_order.c.position)
+        .where(ledger_order.c.event_position == events.c.position)
+        .order_by(ledger_order.c.position)
+        .limit(1)
+        .scalar_subquery()
+    )
     .where(events.c.stream_id == bindparam("stream_id"))
-    .order_by(events.c.stream_version, ledger_order.c.position)
+    .order_by(events.c.stream_version)
 )
 _SQLITE_STREAM_POSITIONS = (
     select(events.c.position)
@@ -210,6 +218,17 @@ class SqlTreeReads(TreeReads):
                 skipped = self.conn.execute(_SKIPPED_AT, {"position": position}).scalar()
             leaf -= int(skipped or 0)
         return leaf if 0 <= leaf < state.tree_size else None
+
+    def leaf_event(self, leaf: int) -> RecordedEvent | None:
+        state = self.tree_state()
+        if not 0 <= leaf < state.tree_size:
+            return None
+        position = SqlLeaves(self.conn).first_position(leaf)
+        with translated():
+            row = self.conn.execute(PAGE, {"after": position - 1, "limit": 1}).first()
+        if row is None or int(row.position) != position:
+            return None
+        return row_to_event(row)
 
     def stream_ledger_positions(self, stream_id: str) -> list[int | None]:
         postgres = self.conn.dialect.name == "postgresql"

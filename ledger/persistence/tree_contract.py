@@ -71,6 +71,11 @@ class TreeReads(ABC):
         start, or not sequenced yet)."""
 
     @abstractmethod
+    def leaf_event(self, leaf: int) -> RecordedEvent | None:
+        """The whole event that is leaf `leaf` of the tree, read from its row (its `position`
+        is its ledger position; None: no event there, or not a leaf of the tree)."""
+
+    @abstractmethod
     def stream_ledger_positions(self, stream_id: str) -> list[int | None]:
         """The ledger position of each event of the stream, in version order (None: not
         sequenced yet)."""

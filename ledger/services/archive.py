@@ -38,12 +38,15 @@ from ledger.archive import (
     Manifest,
     PreviousArchive,
     StreamHead,
+    TreeSpan,
     archive_folder_name,
 )
 from ledger.archive_check import ArchiveCheck, verify_archives
 from ledger.clock import now
-from ledger.errors import ArchiveError, ArchiveRefusedError
+from ledger.errors import ArchiveError, ArchiveRefusedError, ProofError, SubtreeMissingError
 from ledger.events import TERMINAL_EVENT_TYPES, RecordedEvent
+from ledger.merkle import Frontier
+from ledger.merkle_store import frontier_at
 from ledger.services.ledger import Ledger
 
 Progress = Callable[[int], None]
@@ -271,6 +274,37 @@ def _write(
         streams_before=dict(before.checkpoints) if before else {},
         checkpoints=tally.heads,
         files=files,
+        tree=_tree_span(ledger, before, tally.last.position if tally.last else None),
+    )
+
+
+def _tree_span(ledger: Ledger, before: Manifest | None, last: int | None) -> TreeSpan | None:
+    """The Merkle tree around the archive: the previous archive's frontier after it (the empty
+    tree for the first archive), and the stored tree's frontier at the archive's last leaf
+    (read before its rows leave). None when there is no leaf in it, or the previous archive
+    carries no frontier to go on from."""
+    if last is None:
+        return None
+    if before is None:
+        start = Frontier.empty()
+    elif before.tree is not None:
+        try:
+            start = before.tree.frontiers()[1]
+        except ProofError:
+            return None
+    else:
+        return None
+    with ledger.store.in_order() as reads:
+        state = reads.tree_state()
+        leaf = reads.tree_leaf_index(last)
+        if leaf is None:
+            return None
+        try:
+            after = frontier_at(reads.tree_hashes(), leaf + 1)
+        except SubtreeMissingError:
+            return None
+    return TreeSpan(
+        start_position=state.start_position, before=start.to_json(), after=after.to_json()
     )
 
 

@@ -129,6 +129,12 @@ def load_digests(directory: Path) -> list[Published]:
     return digest_files.check_all(directory)
 
 
+def load_published(directory: Path) -> digest_files.PublishedDir:
+    """Every tree head and per-stream digest published in `directory`, each known intact
+    (one that is not is an error naming it); per-stream digests held without their heads."""
+    return digest_files.read_dir(directory)
+
+
 def verify(
     ledger: Ledger, digest: Digest | None = None, progress: Progress | None = None
 ) -> VerifyReport:

@@ -5,9 +5,11 @@ stored hashes (`ledger.merkle_store`), never the ledger."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from ledger import digest_files
 from ledger.chain import recomputed_hash, recorded_canonical_bytes
 from ledger.clock import now
 from ledger.errors import JobNotEndedError, JobNotFoundError, ProofError, TamperedLeafError
@@ -17,6 +19,7 @@ from ledger.merkle_store import consistency_proof, frontier_at, inclusion_proof
 from ledger.persistence.tree_contract import TreeState
 from ledger.receipts import (
     SignedHead,
+    canonical,
     consistency_document,
     inclusion_receipt,
     key_id,
@@ -53,6 +56,19 @@ def head(ledger: Ledger) -> SignedHead:
     """The tree head now (what committed before the call is sequenced first): O(1)."""
     with ledger.store.in_order() as reads:
         return signed_head(reads.tree_state())
+
+
+def publish_head(ledger: Ledger, directory: Path) -> tuple[Path, SignedHead]:
+    """The tree head now, written as a new read-only file in `directory` (never overwriting
+    one), named `head-<UTC time>-p<position>.json` so that names sort by time: what `audit
+    verify --against DIR` checks by consistency proofs."""
+    found = head(ledger)
+    taken = now()
+    stamp = taken.strftime("%Y%m%dT%H%M%S.%fZ")
+    name = f"head-{stamp}-p{found.position or 0}.json"
+    raw = canonical(found.to_json()) + b"\n"
+    path, _ = digest_files.publish(directory, name, lambda out: out.write(raw))
+    return path, found
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ from ledger.ledger_pass import (
     LedgerFold,
     OrderCheck,
 )
+from ledger.merkle import Frontier
 from ledger.order_check import order_findings
 from ledger.persistence.base import Reads
 from ledger.problem_log import ProblemLog
@@ -67,6 +68,7 @@ class Verification:
     digests: list[DigestCheck] = field(default_factory=list)
     started_at: datetime | None = None
     finished_at: datetime | None = None
+    scope: str | None = None  # None: the whole ledger; else what was checked (`--since`, …)
 
     @property
     def ok(self) -> bool:
@@ -103,8 +105,10 @@ def verify_passes(
             checks.append(KeptBelowCut(problems, base))
         if digest is not None:
             checks.append(DigestSpan(problems, digest.checkpoint))
-        if base is None:  # after an archive the tree's archived leaves are not in the rows
+        if base is None:
             checks.append(tree_check(reads, problems))
+        elif base.tree is not None:  # the archived leaves are in its files: go on from them
+            checks.append(tree_check(reads, problems, base.tree, base.position + 1))
         checks.extend(DigestSpan(log, p.span) for log, p in zip(spans, against, strict=True))
         in_order = _ledger_order(reads, LedgerFold(checks), page, tell)
 
@@ -127,10 +131,21 @@ def verify_passes(
     return Verification(report, read_models, digests, started, now())
 
 
-def tree_check(reads: Reads, problems: ProblemLog) -> OrderCheck:
-    """The whole tree recomputed in the ledger-order pass, from the tree's first position."""
+def tree_check(
+    reads: Reads,
+    problems: ProblemLog,
+    start: Frontier | None = None,
+    first_position: int | None = None,
+) -> OrderCheck:
+    """The whole tree recomputed in the ledger-order pass, from the tree's first position (or,
+    after an archive, from its manifest's frontier at its end, from the position after it)."""
     return TreeLeaves(
-        problems, reads.tree_state(), reads.tree_hashes(), reads.recorded_tree_heads()
+        problems,
+        reads.tree_state(),
+        reads.tree_hashes(),
+        reads.recorded_tree_heads(),
+        start=start or Frontier.empty(),
+        first_position=first_position,
     )
 
 
