@@ -10,12 +10,12 @@ STAMP := $(VENV)/.installed
 .PHONY: run test lint typecheck bench bench-growth bench-proofs soak chaos lock clean
 
 # Paths to the project go through ROOT, so `make -f <clone>/Makefile run` works from another
-# folder (the README test serves from a temporary one).
+# folder (the README test serves from a temporary one). setuptools' notice that an editable
+# install maps folders (the client's) is no fault of the configuration: a first install prints
+# nothing but errors. (Comments stay out of recipes: make echoes a recipe's lines, `#` too.)
 $(STAMP): $(ROOT)pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	# setuptools' notice that an editable install maps folders (the client's) is no fault
-	# of the configuration: a first install prints nothing but errors.
 	PYTHONWARNINGS='ignore:Editable installation' $(BIN)/python -m pip install --quiet -e '$(ROOT).[dev]'
 	touch $(STAMP)
 
@@ -26,12 +26,12 @@ run: $(STAMP)
 	$(BIN)/outcomes migrate
 	$(BIN)/outcomes serve --port $(PORT)
 
+# Most tests wait on services and processes, not on the CPU: three at a time, a file to each
+# (its fixtures stay together); those that stop a shared service run alone after.
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
-	# Most tests wait on services and processes, not on the CPU: three at a time, a file
-	# to each (its fixtures stay together); those that stop a shared service run alone after.
 	$(BIN)/python -m pytest -m "not soak and not serial" -n 3 --dist loadfile
 	$(BIN)/python -m pytest -m "serial and not soak"
 

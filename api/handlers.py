@@ -34,6 +34,7 @@ from api.problems import (
     route_not_found,
     unauthorized,
     unavailable,
+    webhook_limit,
     webhook_not_found,
     webhooks_unavailable,
 )
@@ -50,6 +51,7 @@ from ledger.errors import (
     SchemaMissingError,
     StorageUnavailableError,
     ToolNotGrantedError,
+    WebhookLimitError,
     WebhookNotFoundError,
     WebhookTargetError,
     WebhookUnavailableError,
@@ -135,8 +137,10 @@ async def _on_ledger(request: Request, exc: Exception) -> Response:
     if isinstance(exc, JobNotFoundError):
         return problem_response(job_not_found())
     if isinstance(exc, NotCancellableError):
-        wait = "wait for its outcome (GET /v1/jobs/{id}?wait=60&until=terminal)"
-        return problem_response(not_cancellable(cancel.refusal(exc.status, wait), exc.envelope))
+        wait = f"wait for its outcome (GET /v1/jobs/{exc.job_id}?wait=60&until=terminal)"
+        read = f"GET /v1/jobs/{exc.job_id}"
+        error = cancel.refusal(exc.status, wait, read)
+        return problem_response(not_cancellable(error, exc.envelope))
     if isinstance(exc, IdempotencyConflictError):
         return problem_response(
             invalid_input(
@@ -168,6 +172,8 @@ async def _on_ledger(request: Request, exc: Exception) -> Response:
         )
     if isinstance(exc, WebhookNotFoundError):
         return problem_response(webhook_not_found())
+    if isinstance(exc, WebhookLimitError):
+        return problem_response(webhook_limit(exc.limit))
     if isinstance(exc, WebhookUnavailableError):
         return problem_response(webhooks_unavailable(str(exc)))
     if isinstance(exc, SchemaMissingError):

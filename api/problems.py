@@ -195,6 +195,21 @@ def webhooks_unavailable(message: str) -> ApiProblem:
     return ApiProblem(503, error, headers={"Retry-After": "60"})
 
 
+def webhook_limit(limit: int) -> ApiProblem:
+    """409: the account has as many webhooks as allowed; nothing was registered."""
+    error = ErrorInfo(
+        code=Code.QUOTA_EXCEEDED,
+        dependency="ledger",
+        operation="register the webhook",
+        fix="remove a webhook the account no longer needs (GET /v1/webhooks, then DELETE "
+        "/v1/webhooks/{id}), or ask the operator to raise OUTCOMES_MAX_WEBHOOKS_PER_ACCOUNT",
+        message=f"The account already has {limit} webhooks, the most this deployment allows; "
+        "nothing was registered.",
+        cause="webhook_limit",
+    )
+    return ApiProblem(409, error)
+
+
 def route_not_found() -> ApiProblem:
     error = ErrorInfo(
         code=Code.REFERENCE_UNRESOLVED,

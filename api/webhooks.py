@@ -34,6 +34,10 @@ WebhookId = Annotated[
     str,
     Path(description="The webhook's id, as POST /v1/webhooks returned it"),
 ]
+LIMITED = {
+    409: "The account already has OUTCOMES_MAX_WEBHOOKS_PER_ACCOUNT webhooks (20 by default), "
+    "active or disabled: remove one first (QUOTA_EXCEEDED, cause `webhook_limit`).",
+}
 NOT_FOUND = {404: "No such webhook for this token (REFERENCE_UNRESOLVED)."}
 REFUSED = {
     422: "The URL is refused: not http(s), credentials in it, it does not resolve, or it "
@@ -176,7 +180,7 @@ def _every_tool(caller: TokenView, doing: str) -> None:
     response_model=CreatedWebhook,
     status_code=201,
     summary="Register a URL for the account's terminal outcomes (agents, operators)",
-    responses=problems(401, 403, 422, 503, overrides=REFUSED),
+    responses=problems(401, 403, 409, 422, 503, overrides=REFUSED | LIMITED),
 )
 def create_webhook(
     request: Request,
@@ -186,8 +190,15 @@ def create_webhook(
     state = state_of(request)
     _every_tool(caller, "register webhooks")
     account = _target_account(caller, body.account)
-    allow = state.settings.webhook_allow_hosts
-    made = webhooks.register(state.ledger, account, body.url, caller.token_id, allow)
+    settings = state.settings
+    made = webhooks.register(
+        state.ledger,
+        account,
+        body.url,
+        caller.token_id,
+        settings.webhook_allow_hosts,
+        settings.max_webhooks_per_account,
+    )
     return json_response(_shown(made.view) | {"secret": made.secret}, 201)
 
 

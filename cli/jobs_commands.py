@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shlex
+from datetime import datetime
 from pathlib import Path
 
 import click
@@ -11,12 +13,16 @@ from cli.brake_commands import operator_option
 from cli.context import ledger_of, with_ledger
 from cli.errors import fail, reports_errors
 from cli.output import emit_json, json_option
-from cli.params import POSITION
+from cli.params import MOMENT, POSITION
+from ledger.clock import format_time
+from ledger.codes import Status
 from ledger.errors import NotCancellableError
 from ledger.job_view import JobView, envelope
+from ledger.queries import JobFilter
 from ledger.services import jobs as job_service
 from ledger.services.cancel import MAX_REASON_CHARS, Canceller, cancel, refusal
 from ledger.services.ledger import Ledger
+from ledger.tools import TOOL_NAME
 
 
 @click.group()
@@ -81,7 +87,8 @@ def cancel_command(
         view = cancel(ledger, job_id, Canceller.operator(operator), reason)
     except NotCancellableError as exc:
         if as_json:
-            error = refusal(exc.status, f"wait for its outcome (outcomes jobs show {exc.job_id})")
+            show = f"outcomes jobs show {exc.job_id}"
+            error = refusal(exc.status, f"wait for its outcome ({show})", show)
             emit_json({"error": error.model_dump(mode="json"), "job": exc.envelope})
         fail(f"NOT_CANCELLABLE: {exc}")
         return
@@ -91,8 +98,32 @@ def cancel_command(
         click.echo(f"job {view.job_id} {view.status.value}: {view.declined_reason}")
 
 
+def _tool_name(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    if value is not None and not TOOL_NAME.fullmatch(value):
+        raise click.BadParameter(
+            f"{value!r} is not a tool name (lower-case words joined by dots, e.g. "
+            "tracker.read_issue; `outcomes tools list` names the loaded ones)"
+        )
+    return value
+
+
 @jobs.command("list")
 @click.option("--account", help="Only this account's jobs.")
+@click.option(
+    "--status",
+    type=click.Choice([s.value for s in Status]),
+    help="Only jobs in this status.",
+)
+@click.option(
+    "--tool", callback=_tool_name, help="Only this tool's jobs (e.g. tracker.read_issue)."
+)
+@click.option(
+    "--since",
+    type=MOMENT,
+    metavar="WHEN",
+    help="Only jobs created at or after WHEN: ISO 8601 (UTC unless it says otherwise) or a "
+    "time ago (90s, 15m, 2h, 7d).",
+)
 @click.option(
     "--before",
     type=POSITION,
@@ -114,22 +145,34 @@ def cancel_command(
 def list_command(
     ledger: Ledger,
     account: str | None,
+    status: str | None,
+    tool: str | None,
+    since: datetime | None,
     before: int | None,
     after: int,
     oldest_first: bool,
     limit: int,
     as_json: bool,
 ) -> None:
-    """List jobs by their last change (a ledger position), newest first.
+    """List jobs by their last change (a ledger position), newest first; --status, --tool,
+    --since and --account narrow it (all of them at once).
 
     --json prints {items, count, truncated, next_cursor, next_option}: while truncated is
-    true, run again with NEXT_OPTION NEXT_CURSOR (--before when newest first, --after with
-    --oldest-first) to read the next page.
+    true, run again with the same filters and NEXT_OPTION NEXT_CURSOR (--before when newest
+    first, --after with --oldest-first) to read the next page.
     """
     # One more than asked tells whether the page was cut short.
-    views = job_service.listing(
-        ledger, account, after, limit + 1, before=before, newest_first=not oldest_first
+    where = JobFilter(
+        account=account,
+        after=after,
+        limit=limit + 1,
+        before=before,
+        newest_first=not oldest_first,
+        status=status,
+        tool=tool,
+        since=since,
     )
+    views = job_service.search(ledger, where)
     truncated = len(views) > limit
     views = views[:limit]
     following = "--after" if oldest_first else "--before"
@@ -144,7 +187,12 @@ def list_command(
     for v in views:
         click.echo(_line(v))
     if truncated:
-        click.echo(f"next page: outcomes jobs list {following} {cursor}", err=True)
+        kept = [("--account", account), ("--status", status), ("--tool", tool)]
+        kept.append(("--since", format_time(since) if since else None))
+        again = [f"{name} {shlex.quote(value)}" for name, value in kept if value is not None]
+        again += ["--oldest-first"] if oldest_first else []
+        again.append(f"{following} {cursor}")
+        click.echo(f"next page: outcomes jobs list {' '.join(again)}", err=True)
 
 
 def _row(*cells: str) -> str:

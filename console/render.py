@@ -44,6 +44,18 @@ def _pretty(value: Any) -> str:
     return json.dumps(value, indent=2, sort_keys=True, default=str)
 
 
+def _shown(value: Any) -> str:
+    """A value as a person reads it in a label's place: a yes or a no for a flag (never
+    Python's `False`), a moment in UTC, a dash for nothing."""
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, datetime):
+        return _when(value)
+    return str(value)
+
+
 def _scalar(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
 
@@ -55,7 +67,9 @@ ENV = Environment(
     trim_blocks=True,
     lstrip_blocks=True,
 )
-ENV.filters.update(when=_when, short=_short, pretty=_pretty, scalar=_scalar, colour=colour)
+ENV.filters.update(
+    when=_when, short=_short, pretty=_pretty, scalar=_scalar, shown=_shown, colour=colour
+)
 
 
 def page(template: str, status: int = 200, **context: Any) -> HTMLResponse:

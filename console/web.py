@@ -272,16 +272,17 @@ def job_page(request: Request, job_id: str) -> Response:
     view, entries = jobs.timeline(state_of(request).ledger, job_id, viewer.token)
     # A refused job was never dispatched: its view's attempt limit, timeout and dispatch
     # count are the read model's defaults, not facts of this job (None shows as "—").
+    # Labels in sentence case, as the rest of the page's (the `shown` filter says a yes/no).
     staff: dict[str, object] = {
-        "ledger position": view.ledger_position,
-        "spends": view.spends,
-        "max attempts": view.max_attempts if view.accepted else None,
-        "timeout (s)": view.timeout_s if view.accepted else None,
-        "dispatches": view.dispatches if view.accepted else NEVER_DISPATCHED,
-        "last fingerprint": view.last_fingerprint,
+        "Ledger position": view.ledger_position,
+        "Spends": view.spends,
+        "Max attempts": view.max_attempts if view.accepted else None,
+        "Timeout (s)": view.timeout_s if view.accepted else None,
+        "Dispatches": view.dispatches if view.accepted else NEVER_DISPATCHED,
+        "Last fingerprint": view.last_fingerprint,
     }
     if not view.terminal:  # a closed job's last lease and retry time no longer mean anything
-        staff |= {"lease expires": view.lease_expires_at, "retry due": view.due_at}
+        staff |= {"Lease expires": view.lease_expires_at, "Retry due": view.due_at}
     return page(
         "job.html",
         viewer=viewer,
@@ -346,12 +347,17 @@ def brakes_page(request: Request) -> Response:
 def audit_page(request: Request) -> Response:
     viewer = viewer_of(request)
     state = state_of(request)
+    # Staff of one account see their account's newest change, and of the last verification
+    # its verdict alone: the ledger's head, its counts and its problems are every account's.
+    scope = viewer.scope
+    head = audit.head(state.ledger) if scope is None else audit.account_head(state.ledger, scope)
     # The last recorded `outcomes audit verify` (one index read): the API never verifies.
     return page(
         "audit.html",
         viewer=viewer,
         nav="audit",
-        head=audit.head(state.ledger),
+        scope=scope,
+        head=head,
         last=verifications.last(state.ledger),
     )
 

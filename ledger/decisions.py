@@ -20,6 +20,7 @@ from ledger.codes import Code
 from ledger.error_info import ErrorInfo
 from ledger.errors import InvalidEventError
 from ledger.identifiers import check
+from ledger.secrets import marked_place
 from ledger.tools import ToolSpec
 
 
@@ -91,11 +92,31 @@ def tool_refusal(spec: ToolSpec | None, caller: Caller, request: JobRequest) -> 
     denied = permission_refusal(caller, request)
     if denied is not None:
         return denied
+    marked = mark_refusal(request)
+    if marked is not None:
+        return marked
     try:
         spec.args_model.model_validate(request.args)
     except ValidationError as exc:
         return args_refusal(request.tool, exc)
     return unknown_args_refusal(spec, request) or budget_refusal(spec, request)
+
+
+def mark_refusal(request: JobRequest) -> ErrorInfo | None:
+    """A value starting with `ol-sealed:` or `ol-withheld` is refused: those are the ledger's
+    marks for a sealed secret, which pages show as `(secret)`, so an agent sending one would
+    hide that argument from staff. Only the ledger seals (the tool declares its secrets)."""
+    place = marked_place(request.args)
+    if place is None:
+        return None
+    return ErrorInfo(
+        code=Code.INPUT_INVALID,
+        dependency=request.tool,
+        operation="validate the arguments",
+        fix="send the value itself: only the ledger writes values starting with 'ol-sealed:' "
+        "or 'ol-withheld' (a secret argument the tool declares is sealed for you)",
+        message=f"The argument at {place[:120]} starts with a mark only the ledger writes.",
+    )
 
 
 def unknown_args_refusal(spec: ToolSpec, request: JobRequest) -> ErrorInfo | None:

@@ -288,6 +288,16 @@ class WebhookTargetError(RequestError):
     this host, loopback, link-local or a private range (docs/webhooks.md, SSRF)."""
 
 
+class WebhookLimitError(RequestError):
+    """An account already has as many webhooks (not removed) as a deployment allows
+    (OUTCOMES_MAX_WEBHOOKS_PER_ACCOUNT): another is refused until one is removed."""
+
+    def __init__(self, account: str, limit: int) -> None:
+        super().__init__(f"account {account} already has {limit} webhooks, the most allowed")
+        self.account = account
+        self.limit = limit
+
+
 class WebhookNotFoundError(RequestError):
     """No webhook with this id for this caller (another account's is the same answer)."""
 

@@ -32,6 +32,9 @@ SEALED = "ol-sealed:v1:"
 WITHHELD = "ol-withheld"
 DIGESTED = "ol-digest:"
 SHOWN = "(secret)"  # what every page shows in a secret's place
+# Marks only the ledger writes: a value starting with one is shown as `(secret)` wherever it
+# is, so an agent that sent one would hide that argument from staff (issue 47).
+RESERVED_MARKS = ("ol-sealed:", WITHHELD)
 _MAX_REFS = 64  # $ref hops without moving in the value: a schema that loops is no secret
 
 
@@ -267,6 +270,24 @@ def shown(args: Any, paths: Iterable[str]) -> Any:
     sealed value found elsewhere (a release that declared other secrets)."""
     present = [pointer for pointer in paths if value_at(args, pointer) is not None]
     return _hide_sealed(replace_at(args, present, SHOWN))
+
+
+def marked_place(args: Any, pointer: str = "") -> str | None:
+    """The JSON pointer of the first string in `args` that starts with a mark only the ledger
+    writes (`RESERVED_MARKS`), or None: what a request may not send."""
+    stack: list[tuple[Any, str]] = [(args, pointer)]
+    while stack:
+        value, at = stack.pop()
+        if isinstance(value, str):
+            if value.startswith(RESERVED_MARKS):
+                return at or "/"
+        elif isinstance(value, dict):
+            stack.extend((item, f"{at}/{escape(key)}") for key, item in reversed(value.items()))
+        elif isinstance(value, list):
+            stack.extend(
+                (item, f"{at}/{index}") for index, item in reversed(list(enumerate(value)))
+            )
+    return None
 
 
 def _hide_sealed(value: Any) -> Any:

@@ -16,6 +16,8 @@ from pathlib import Path
 from ledger.errors import ConfigurationError
 from ledger.web_origins import canonical_origin, split_authority
 
+DEFAULT_MAX_WEBHOOKS_PER_ACCOUNT = 20
+
 DEFAULT_HOME = Path(".outcomes")
 MAX_SECONDS = 86400.0  # a day: longer leases or relay delays are typos, not policies
 MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
@@ -228,6 +230,9 @@ class Settings:
     webhook_timeout_s: float = 10.0
     webhook_allow_hosts: frozenset[str] = frozenset()
     webhook_keep_days: int = 7  # settled deliveries and their attempts kept this long
+    # Webhooks (active or disabled) one account may have: each one multiplies every outcome's
+    # deliveries, so an agent may not register them without end.
+    max_webhooks_per_account: int = DEFAULT_MAX_WEBHOOKS_PER_ACCOUNT
     # Partitions (Postgres, docs/archive.md): positions per partition at the ledger's first
     # migration (later ones apply to the partitions made after), and how many the sequencer's
     # leader keeps made above the newest write position.
@@ -282,6 +287,9 @@ def load_settings() -> Settings:
         webhook_timeout_s=_seconds("OUTCOMES_WEBHOOK_TIMEOUT_S", 10.0, 300.0),
         webhook_allow_hosts=_webhook_hosts(),
         webhook_keep_days=_count("OUTCOMES_WEBHOOK_KEEP_DAYS", 7, 1, 3650),
+        max_webhooks_per_account=_count(
+            "OUTCOMES_MAX_WEBHOOKS_PER_ACCOUNT", DEFAULT_MAX_WEBHOOKS_PER_ACCOUNT, 1, 10_000
+        ),
         partition_size=_partition_size(),
         partitions_ahead=_count("OUTCOMES_PARTITIONS_AHEAD", 2, 2, 100),
         rate_limit_per_s=_rate("OUTCOMES_RATE_LIMIT_PER_S"),

@@ -151,10 +151,18 @@ def paragraph(shown: JobEnvelope, waited_s: float) -> str:
         said = sentence(error.message)
         return f"{job} {shown.status.value} with {error.code.value}: {said}{fix} {action}"
     return (
-        f"{job} is still {shown.status.value} after {waited_s:.0f} s; that is not an error. "
-        f"Call {OUTCOME_GET} with job_id {shown.job_id!r} (and wait_s up to 60) to fetch its "
-        f"outcome. {action}"
+        f"{job} is still {shown.status.value} after {spoken_seconds(waited_s)} s; that is not "
+        f"an error. Call {OUTCOME_GET} with job_id {shown.job_id!r} (and wait_s up to 60) to "
+        f"fetch its outcome. {action}"
     )
+
+
+def spoken_seconds(seconds: float) -> str:
+    """A wait as a person reads it: whole seconds from 10 s on, else to the hundredth without
+    trailing zeros (0.5, not the 0 or 1 whole seconds would round it to; 0 for no wait)."""
+    if seconds >= 10:
+        return f"{seconds:.0f}"
+    return f"{round(max(seconds, 0.0), 2):g}"
 
 
 def _json(value: Any) -> str:

@@ -61,7 +61,8 @@ async def cancel_job(ledger: Ledger, token: TokenView, args: CancelArgs) -> type
         view = await anyio.to_thread.run_sync(cancel, ledger, args.job_id, by, args.reason)
     except NotCancellableError as exc:
         wait = f"wait for its outcome with {OUTCOME_GET} (wait_s up to 60)"
-        return refused_result(refusal(exc.status, wait), exc.envelope)
+        read = f'{OUTCOME_GET}(job_id="{exc.job_id}")'
+        return refused_result(refusal(exc.status, wait, read), exc.envelope)
     except JobNotFoundError:
         return error_result(job_not_found(args.job_id, "cancel the job"))
     except ToolNotGrantedError as exc:

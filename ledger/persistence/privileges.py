@@ -32,7 +32,9 @@ APPEND_ONLY_TABLES = (
 )  # once added
 # Alembic's bookkeeping, and what only the owner writes: the partitions' list (the owner's
 # function makes them) and the archives (`outcomes archive`, run by the owner).
-# `ledger_tree` (where the tree starts, as the migration built it) is the owner's on Postgres.
+# `ledger_tree` (where the tree starts, as the migration built it) is the owner's on Postgres,
+# and so is `ledger_sequencer` (where the sequencer stood at migration 0015: only migrations
+# write it; the ticks since are `ledger_ticks`'s).
 READ_ONLY_TABLES = (
     "alembic_version",
     "ledger_partitions",
@@ -40,7 +42,13 @@ READ_ONLY_TABLES = (
     "archives",
     "archived_jobs",
     "ledger_tree",
+    "ledger_sequencer",
 )
+# The sequencer's ticks (`outcomes_sequence`): a tick inserts its row and deletes the one a
+# hundred ticks older; no tick changes a row. The sequencer runs as the application role (in
+# every reconciler, and in any reader in ledger order), so it keeps those two (docs/security.md).
+TICK_TABLES = ("ledger_ticks",)
+_NEVER_ON_TICKS = "UPDATE, TRUNCATE, REFERENCES, TRIGGER"
 # Postgres checks a write through a partitioned table against the parent's privileges alone,
 # so the partitions themselves grant nothing: no row of them is reachable around the parent's
 # append-only rules (nor, for `jobs`, around the parent's triggers that keep the counts).
@@ -143,6 +151,7 @@ def grant_statements(role: str, schema: str) -> list[str]:
         f"GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA {where} TO {who}",
         *(_revoke_if_present(t, schema, _NEVER_ON_HISTORY, role) for t in APPEND_ONLY_TABLES),
         *(_revoke_if_present(t, schema, _NEVER_ON_READ_ONLY, role) for t in READ_ONLY_TABLES),
+        *(_revoke_if_present(t, schema, _NEVER_ON_TICKS, role) for t in TICK_TABLES),
         _revoke_on_partitions(schema, role),
     ]
 

@@ -150,11 +150,6 @@ class SqlAuditReads:
         return select(*EVENT_COLUMNS, place.label("place"))
 
     def _stream_events(self, query: Select[Any]) -> list[StreamEvent]:
-        if self._on_postgres:
-            # The event's place is a subquery a row over every partition of `ledger_order`: the
-            # planner's estimate for a page is large enough to JIT-compile it, which took 2 s a
-            # page of 1,500 events at 110k jobs (33 partitions) where the query ran in 0.1 s.
-            self.conn.exec_driver_sql("SET LOCAL jit = off")
         found = []
         for row in self.conn.execute(query):
             sequenced = row.place is not None

@@ -16,7 +16,7 @@ from ledger.digest import Digest
 from ledger.digest_files import Published
 from ledger.digest_writer import DigestSummary
 from ledger.events import RecordedEvent
-from ledger.queries import EventFilter, JobSummary
+from ledger.queries import EventFilter, JobFilter, JobSummary
 from ledger.services.ledger import Ledger
 from ledger.services.verify_passes import PAGE, Progress, Verification, verify_passes
 
@@ -78,6 +78,17 @@ def head(ledger: Ledger) -> LedgerHead:
     if not found:
         return LedgerHead(last, None, None)
     return LedgerHead(found[0].position, found[0].recorded_at, found[0].ledger_hash)
+
+
+def account_head(ledger: Ledger, account: str) -> LedgerHead:
+    """The newest change among one account's jobs (one index read): the head as staff limited
+    to that account may see it. The ledger-wide figures (its last position, its link, which
+    bind every account's events) are not theirs to read."""
+    with ledger.store.quick_read() as reads:
+        found = reads.jobs(JobFilter(account=account, limit=1, newest_first=True))
+    if not found:
+        return LedgerHead(0, None, None)
+    return LedgerHead(found[0].ledger_position, found[0].updated_at, None)
 
 
 def write_digest(ledger: Ledger, out: IO[bytes]) -> DigestSummary:

@@ -121,14 +121,23 @@ def _declined(view: JobView, by: Canceller, reason: str | None) -> WorkDeclined:
     )
 
 
-def refusal(status: str, fix: str) -> ErrorInfo:
-    """The typed error of a refused cancel (NOT_CANCELLABLE, `cause` the job's status); `fix`
-    says, in the adapter's words, how to wait for the outcome instead."""
+def refusal(status: str, wait: str, read: str) -> ErrorInfo:
+    """The typed error of a refused cancel (NOT_CANCELLABLE, `cause` the job's status). Its
+    `fix` says, in the adapter's words, what to do instead: for a running job, `wait` for its
+    outcome; for an ended one, `read` the outcome it already has and act on its next_action
+    (nothing more will happen to it)."""
+    if Status(status).terminal:
+        fix = (
+            f"it has already ended ({status}): read its outcome ({read}) and act on its "
+            "next_action; a cancel cannot undo it"
+        )
+    else:
+        fix = f"{wait}; only a job no worker has started can be cancelled"
     return ErrorInfo(
         code=Code.NOT_CANCELLABLE,
         dependency="ledger",
         operation="cancel the job",
-        fix=f"{fix}; only a job no worker has started can be cancelled",
+        fix=fix,
         message=f"The job is {status}, so it cannot be cancelled; nothing was changed.",
         cause=status,
     )

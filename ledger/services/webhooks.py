@@ -7,10 +7,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ledger.errors import ConcurrencyError, WebhookNotFoundError, WebhookUnavailableError
+from ledger.errors import (
+    ConcurrencyError,
+    WebhookLimitError,
+    WebhookNotFoundError,
+    WebhookUnavailableError,
+)
 from ledger.events import NewEvent, WebhookDisabled, WebhookRegistered, WebhookRemoved
 from ledger.persistence.appends import NO_STREAM
 from ledger.services.ledger import Ledger
+from ledger.settings import DEFAULT_MAX_WEBHOOKS_PER_ACCOUNT
 from ledger.uuid7 import new_id
 from ledger.webhook_targets import check_target
 from ledger.webhook_view import WebhookView, webhook_stream
@@ -26,10 +32,21 @@ class RegisteredWebhook:
 
 
 def register(
-    ledger: Ledger, account: str, url: str, actor: str, allow_hosts: frozenset[str]
+    ledger: Ledger,
+    account: str,
+    url: str,
+    actor: str,
+    allow_hosts: frozenset[str],
+    max_per_account: int = DEFAULT_MAX_WEBHOOKS_PER_ACCOUNT,
 ) -> RegisteredWebhook:
     """`account`'s terminal outcomes recorded from now on go to `url` (WebhookTargetError: a
-    URL the SSRF rule refuses; WebhookUnavailableError: no secrets key to seal with)."""
+    URL the SSRF rule refuses; WebhookUnavailableError: no secrets key to seal with;
+    WebhookLimitError: the account already has `max_per_account` webhooks not removed).
+
+    The count is read before the write: registrations racing each other may pass it together,
+    by as many as there are at once, never without end."""
+    if len(listed(ledger, account)) >= max_per_account:
+        raise WebhookLimitError(account, max_per_account)
     keyring = ledger.secrets
     if keyring is None:
         raise WebhookUnavailableError(

@@ -69,11 +69,19 @@ def test_a_running_job_is_a_409_with_its_envelope_and_goes_on(
     )
     assert problem["detail"] == problem["error"]["message"]
     assert (problem["job"]["job_id"], problem["job"]["status"]) == (job_id, "running")
+    assert problem["error"]["fix"].startswith(
+        f"wait for its outcome (GET /v1/jobs/{job_id}?wait=60&until=terminal)"
+    )
     store.append(job_stream(job_id), [succeeded(text="x")], claimed.version)
     done = client.get(f"/v1/jobs/{job_id}", headers=bearer(tokens.acme)).json()
     assert (done["status"], done["result"]) == ("succeeded", {"text": "x"})
     ended = client.post(f"/v1/jobs/{job_id}/cancel", headers=bearer(tokens.acme))
     assert (ended.status_code, ended.json()["job"]) == (409, done)
+    # Waiting is no use for an ended job: the fix says to read the outcome it has.
+    assert ended.json()["error"]["fix"] == (
+        f"it has already ended (succeeded): read its outcome (GET /v1/jobs/{job_id}) and act on "
+        "its next_action; a cancel cannot undo it"
+    )
 
 
 def test_unknown_and_foreign_ids_get_the_same_404_as_a_read(

@@ -4,6 +4,7 @@ refusals; the deliveries' log; and the routes in /openapi.json."""
 
 from __future__ import annotations
 
+import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
@@ -134,3 +135,34 @@ def test_without_a_secrets_key_registration_is_refused_and_records_nothing(
     error = response.json()["error"]
     assert error["code"] == "CAPABILITY_UNAVAILABLE" and "OUTCOMES_SECRETS_KEY" in error["message"]
     assert store.last_position() == before
+
+
+def test_an_account_has_at_most_its_webhooks_and_removing_one_makes_room(
+    store: SqlStore, tokens: Tokens, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 47 (Low): webhooks per account were unbounded, and each multiplies every outcome's
+    deliveries. Past OUTCOMES_MAX_WEBHOOKS_PER_ACCOUNT, 409 QUOTA_EXCEEDED (`webhook_limit`),
+    nothing recorded; another account is not held by it; a removed one frees its place."""
+    monkeypatch.setenv("OUTCOMES_MAX_WEBHOOKS_PER_ACCOUNT", "2")
+    with TestClient(create_app(Ledger(store), None)) as client:
+        first = register(client, tokens.acme)
+        register(client, tokens.acme)
+        refused = client.post("/v1/webhooks", json={"url": PUBLIC_URL}, headers=bearer(tokens.acme))
+        assert refused.status_code == 409, refused.text
+        error = refused.json()["error"]
+        assert (error["code"], error["cause"]) == ("QUOTA_EXCEEDED", "webhook_limit")
+        assert "already has 2 webhooks" in error["message"] and "DELETE" in error["fix"]
+        hooks = client.get("/v1/webhooks", headers=bearer(tokens.acme)).json()["webhooks"]
+        assert len(hooks) == 2
+        register(client, tokens.globex)  # another account's count is its own
+        assert client.delete(f"/v1/webhooks/{first['id']}", headers=bearer(tokens.acme)).is_success
+        register(client, tokens.acme)
+        openapi = client.get("/openapi.json").json()
+        assert "409" in openapi["paths"]["/v1/webhooks"]["post"]["responses"]
+
+
+def test_the_default_cap_is_twenty(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ledger.settings import load_settings
+
+    monkeypatch.delenv("OUTCOMES_MAX_WEBHOOKS_PER_ACCOUNT", raising=False)
+    assert load_settings().max_webhooks_per_account == 20

@@ -77,6 +77,7 @@ def test_every_json_output_parses(outcomes: Invoke, database_url: str, scratch: 
         "audit digest": ["audit", "digest"],
         "audit verify": ["audit", "verify"],
         "tools list": ["tools", "list"],
+        "tools new": ["tools", "new", "jsontest.scaffold"],
         "secrets new-key": ["secrets", "new-key"],
         "secrets keys": ["secrets", "keys"],
         "status": ["status", "--api-url", "http://127.0.0.1:9", "--timeout", "0.2"],

@@ -191,3 +191,69 @@ def test_an_unknown_job_and_the_openapi_document(client: TestClient, seeded: See
     sign_in(client, seeded.operator)
     assert client.get("/console/jobs/not-a-job").status_code == 404
     assert "/console" not in str(client.get("/openapi.json").json()["paths"])
+
+
+def test_a_jobs_facts_are_labelled_in_sentence_case_and_flags_say_yes_or_no(
+    client: TestClient, seeded: Seeded
+) -> None:
+    """Issue 47: the job page's facts mixed `Tool` with `ledger position`, and showed a
+    flag as Python's `False`."""
+    import re
+
+    sign_in(client, seeded.operator)
+    for job_id in (seeded.failed, seeded.lost, seeded.late, seeded.halted):
+        page = client.get(f"/console/jobs/{job_id}").text
+        facts = page.split('<dl class="facts">', 1)[1].split("</dl>", 1)[0]
+        labels = re.findall(r"<dt>(.*?)</dt>", facts)
+        assert "Ledger position" in labels and "Spends" in labels, labels
+        assert all(label[0].isupper() for label in labels), labels
+        assert re.search(r"<dt>Spends</dt><dd>(yes|no)</dd>", facts), facts
+        assert not re.search(r">\s*(True|False|None)\s*<", page)
+
+
+def test_staff_of_one_account_see_their_accounts_audit_figures_only(
+    client: TestClient, ledger: Ledger, seeded: Seeded
+) -> None:
+    """Issue 47 (Low): one-account staff read the ledger-wide head, hash and a verification's
+    counts and problems (every account's) on the audit page. They now see their account's
+    newest change and the verification's verdict; staff of every account still see it all."""
+    import re
+    from datetime import UTC, datetime
+
+    from ledger.queries import JobFilter
+    from ledger.services import audit, jobs
+    from ledger.verification_record import VerificationRecord
+
+    moment = datetime.now(UTC)
+    broken = VerificationRecord(
+        started_at=moment,
+        finished_at=moment,
+        first_position=1,
+        last_position=987,
+        events=987,
+        streams=123,
+        ok=False,
+        problems=4,
+        first_problem="stream job-globex-secret-plan: hash does not verify",
+        verified_by="olga@host",
+        with_digest=False,
+    )
+    with ledger.store.transaction() as tx:
+        tx.record_verification(broken)
+    acme_auditor = tokens.create(ledger, "acme", "auditor", None, "tests").token
+    last_acme = jobs.search(ledger, JobFilter(account="acme", limit=1, newest_first=True))
+    head_position = audit.head(ledger).position
+
+    for token in (acme_auditor, seeded.acme_operator):
+        sign_in(client, token)
+        page = client.get("/console/audit").text
+        assert "Account acme" in page and f"position {last_acme[0].ledger_position}," in page
+        assert "Not intact" in page
+        for ledger_wide in ("globex", "987", "123", "4 problems", "Ledger-wide hash"):
+            assert ledger_wide not in page, ledger_wide
+        assert not re.search(r"<dt>Last position</dt>", page)
+    sign_in(client, seeded.auditor)
+    page = client.get("/console/audit").text
+    assert f"<dt>Last position</dt><dd>{head_position}</dd>" in page
+    assert "4 problems; the first: stream job-globex-secret-plan" in page
+    assert "1 to 987" in page

@@ -193,8 +193,8 @@ def test_a_refused_jobs_page_states_nothing_it_never_had(
     signed_in(client, seeded.operator)
     page = client.get(f"/console/jobs/{refused}").text
     facts = page.split('<dl class="facts">')[1].split("</dl>")[0]
-    assert "<dt>dispatches</dt><dd>never dispatched (refused)</dd>" in facts
-    assert "<dt>max attempts</dt><dd>—</dd>" in facts and "<dt>timeout (s)</dt><dd>—</dd>" in facts
+    assert "<dt>Dispatches</dt><dd>never dispatched (refused)</dd>" in facts
+    assert "<dt>Max attempts</dt><dd>—</dd>" in facts and "<dt>Timeout (s)</dt><dd>—</dd>" in facts
     assert "300" not in facts
     accepted = client.get(f"/console/jobs/{seeded.failed}").text
-    assert "never dispatched" not in accepted and "<dt>max attempts</dt><dd>—" not in accepted
+    assert "never dispatched" not in accepted and "<dt>Max attempts</dt><dd>—" not in accepted

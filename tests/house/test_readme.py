@@ -211,3 +211,68 @@ def test_every_readme_block_runs_against_make_run(served: Served) -> None:
     names = [t["name"] for t in listed["tools"]]
     assert names == found["serve"]["record"]["tools"] and "tracker.read_issue" in names
     assert listed["tool_modules"]["from"].startswith(".outcomes/serve.json (outcomes serve pid ")
+
+
+def test_the_tool_example_is_whole_and_works(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The README's tool example is a whole tool (no `...`): imported as a module of its own
+    folder, it registers, a known issue is closed, a closed one declined, an unknown one a
+    typed failure."""
+    import importlib
+
+    from ledger.codes import Code
+    from ledger.outcomes import Declined, Succeeded, ToolFailure
+    from ledger.tools import ToolContext, get_tool, unregister
+
+    section = README.read_text().split("## Writing a tool\n", 1)[1]
+    example = re.search(r"^```python\n(.*?)^```", section, re.MULTILINE | re.DOTALL)
+    assert example is not None
+    assert "..." not in example.group(1)
+    (tmp_path / "readme_close_issue.py").write_text(example.group(1))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        module = importlib.import_module("readme_close_issue")
+        spec = get_tool("tracker.close_issue")
+        assert spec is not None and spec.args_model is module.CloseIssue
+        ctx = ToolContext(
+            job_id="j",
+            attempt=1,
+            idempotency_key="k",
+            heartbeat=lambda: None,
+            checkpoint=lambda: None,
+        )
+        args = spec.args_model.model_validate({"issue_ref": "T-1"})
+        assert spec.func(args, ctx) == Succeeded(result={"issue_ref": "T-1", "state": "closed"})
+        assert isinstance(spec.func(args, ctx), Declined)
+        with pytest.raises(ToolFailure) as raised:
+            spec.func(spec.args_model.model_validate({"issue_ref": "T-9"}), ctx)
+        assert raised.value.code is Code.REFERENCE_UNRESOLVED
+    finally:
+        unregister("tracker.close_issue")
+        sys.modules.pop("readme_close_issue", None)
+
+
+def test_the_token_commands_the_readme_shows_are_accepted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every `outcomes tokens create …` the README shows (its optional parts left out) is
+    accepted as written: no placeholder the CLI refuses, such as `--account A`."""
+    import shlex
+
+    from click.testing import CliRunner
+
+    from cli.main import cli
+
+    monkeypatch.chdir(tmp_path)
+    for name in [n for n in os.environ if n.startswith("OUTCOMES_")]:
+        monkeypatch.delenv(name)
+    runner = CliRunner()
+    assert runner.invoke(cli, ["migrate"], catch_exceptions=False).exit_code == 0
+    shown = re.findall(r"outcomes (tokens create [^`|#\n]*)", README.read_text())
+    assert len(shown) >= 3, shown
+    for command in shown:
+        words = shlex.split(re.sub(r"\[[^]]*\]", "", command).split("|")[0].split(" /")[0])
+        words = [w for w in words if w != "--json"]
+        done = runner.invoke(cli, words, catch_exceptions=False)
+        assert done.exit_code == 0, f"outcomes {command}: {done.output}"

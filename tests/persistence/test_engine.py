@@ -7,10 +7,11 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from ledger.persistence import migrate
-from ledger.persistence.engine import make_engine
+from ledger.persistence.engine import libpq_dsn, make_engine
 
 
 @pytest.fixture
@@ -50,3 +51,24 @@ def test_an_existing_ledger_file_keeps_its_owners_mode(tmp_path: Path) -> None:
     database.chmod(0o640)
     make_engine(f"sqlite:///{database}").dispose()
     assert mode(database) == 0o640
+
+
+@pytest.mark.postgres
+def test_postgres_connections_run_without_jit_and_keep_the_urls_options(pg_database: str) -> None:
+    """A page over partitioned tables is priced at the whole scan's cost: with JIT on, each
+    page compiled for seconds (`ledger.persistence.engine.without_jit`). Both kinds of
+    connection the product makes turn it off, and options the URL gives still apply."""
+    url = f"{pg_database}?options=-c%20work_mem%3D7MB"
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            pooled = (
+                conn.exec_driver_sql("SHOW jit").scalar(),
+                conn.exec_driver_sql("SHOW work_mem").scalar(),
+            )
+        with psycopg.connect(libpq_dsn(engine)) as raw:
+            own = tuple(raw.execute(f"SHOW {name}").fetchone()[0] for name in ("jit", "work_mem"))  # type: ignore[index]
+    finally:
+        engine.dispose()
+    assert pooled == ("off", "7MB")
+    assert own == ("off", "7MB")

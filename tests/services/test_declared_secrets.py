@@ -210,3 +210,37 @@ def loaded(key: str | None, key_file: str | None, folder: Path | None) -> Keyrin
     keys = load_keyring(key, key_file, folder, ephemeral=False)
     assert keys is not None
     return keys
+
+
+@pytest.mark.parametrize(
+    ("args", "place"),
+    [
+        ({"user": f"{SEALED}k:d:box", "pass": "p"}, "/user"),
+        ({"user": "ol-sealed:anything", "pass": "p"}, "/user"),
+        (
+            {"user": "ann", "pass": "p", "tokens": [{"name": WITHHELD, "value": "v"}]},
+            "/tokens/0/name",
+        ),
+        ({"user": "ann", "pass": f"{SEALED}k:d:box"}, "/pass"),
+    ],
+)
+def test_an_agent_may_not_send_the_ledgers_own_marks(args: dict[str, Any], place: str) -> None:
+    """Issue 47 (Low): pages show any value starting with `ol-sealed:` as `(secret)`, so an
+    agent could hide an argument from staff by sending one. Only the ledger seals: such a
+    value is refused (INPUT_INVALID, naming the place, not the value), nothing runs."""
+    ledger = Ledger(MemoryStore())
+    view = submit(ledger, CALLER, JobRequest("secrets.login", args)).view
+    assert (view.status, view.code) == (Status.REFUSED, Code.INPUT_INVALID)
+    assert (
+        view.error is not None and f"argument at {place} starts with a mark" in view.error.message
+    )
+    assert "ol-sealed" in (view.error.fix or "") and view.job_id not in RECEIVED
+
+
+def test_a_mark_inside_a_value_is_the_agents_text() -> None:
+    ledger = Ledger(MemoryStore())
+    args = {"user": "see ol-sealed: in the docs", "pass": "p"}
+    view = submit(ledger, CALLER, JobRequest("secrets.login", args)).view
+    assert view.status is Status.QUEUED
+    shown = public_event(ledger.store.read_stream(job_stream(view.job_id))[0])["data"]["args"]
+    assert shown["user"] == "see ol-sealed: in the docs"

@@ -207,3 +207,27 @@ def test_a_job_already_closed_or_running_is_skipped(memory_ledger: Ledger) -> No
     assert Executor(memory_ledger, "w-2").execute(view.job_id).claim is ClaimResult.SKIPPED
     unknown = "6b1f5f3e-0000-4000-8000-00000000ffff"
     assert Executor(memory_ledger, "w-2").execute(unknown).claim is ClaimResult.SKIPPED
+
+
+@tool("exec.owned_code", max_attempts=3)
+def owned_code(args: Note, ctx: ToolContext) -> Succeeded:
+    raise ToolFailure(
+        code=Code.BRAKE_ENGAGED,  # the ledger's own: the constructor refuses it
+        dependency="index",
+        operation="query",
+        retryable=True,
+        message="pretending to be the brake",
+    )
+
+
+def test_a_tool_raising_a_ledger_owned_code_is_recorded_tool_crashed(
+    memory_ledger: Ledger,
+) -> None:
+    """What the README says a tool that raises a ledger-owned code gets: failed, TOOL_CRASHED,
+    not retried, the detail naming the refusal."""
+    view = run(memory_ledger, "exec.owned_code")
+    assert (view.status, view.code, view.attempts) == (Status.FAILED, Code.TOOL_CRASHED, 1)
+    (failed,) = [
+        e for e in memory_ledger.store.read_stream(job_stream(view.job_id)) if e.code is not None
+    ]
+    assert "a tool may not raise the ledger's own code BRAKE_ENGAGED" in failed.data["detail"]
