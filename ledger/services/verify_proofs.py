@@ -168,6 +168,7 @@ def check_heads(ledger: Ledger, heads: Sequence[tuple[Path, SignedHead]]) -> lis
     position, its root at its size and a consistency proof to the current head, O(log n)
     reads each; the ledger itself is not read again."""
     found = []
+    base = ledger.store.archive_base()
     with ledger.store.snapshot() as reads:
         tree = reads.tree_state()
         hashes = reads.tree_hashes()
@@ -178,7 +179,23 @@ def check_heads(ledger: Ledger, heads: Sequence[tuple[Path, SignedHead]]) -> lis
                 log.add(_head_problem(head, str(error)))
             else:
                 _position_matches(reads, head, tree, log)
-                _extends(reads, head, tree, hashes, log)
+                extended = ProblemLog()
+                _extends(reads, head, tree, hashes, extended)
+                problems = extended.report(0, 0).problems
+                archived = base is not None and (head.position or 0) <= base.position
+                if problems and archived and base is not None:
+                    # Not necessarily tampering: the leaves its proof reads left with an archive.
+                    log.add(
+                        _head_problem(
+                            head,
+                            f"it cannot be proven from the database: it lies within archived "
+                            f"history (archive {base.archive_id} ends at position "
+                            f"{base.position}), whose leaves are in the archive's files; "
+                            "verify them with `audit verify --archive DIR`",
+                        )
+                    )
+                else:
+                    log.extend(problems)
             found.append(DigestCheck(path, log.report(0, 0)))
     return found
 

@@ -15,8 +15,9 @@ from ledger.chain import ProblemKind
 from ledger.merkle import Frontier
 from ledger.persistence.schema import events, ledger_events
 from ledger.persistence.sql_store import SqlStore
-from ledger.services import archive, audit
+from ledger.services import archive, audit, proofs
 from ledger.services.ledger import Ledger
+from ledger.services.verify_proofs import check_heads
 from tests.factories import open_sql
 from tests.plugins.archiving import ended_jobs, soon, token_events
 from tests.plugins.tampering import around_the_triggers
@@ -75,3 +76,23 @@ def _rehash_last(store: SqlStore, url: str) -> None:
             update(events).where(events.c.position == (written or position)).values(hash="ab" * 32)
         )
         assert changed.rowcount == 1
+
+
+def test_heads_against_a_ledger_after_an_archive(tiny_url: str, tmp_path: Path) -> None:
+    """A head taken after the archive is proven from the database; one taken before it, whose
+    proof reads leaves the archive took, is named as within archived history (not as a tree
+    the ledger does not extend)."""
+    with open_sql(tiny_url) as store:
+        ledger = Ledger(store)
+        ended_jobs(store, 6)  # 14 events: a head whose proof reads leaves, not only nodes
+        before = proofs.head(ledger)
+        assert before.head.tree_size % 16
+        ended_jobs(store, 10)
+        archive.archive(ledger, tmp_path / "archives", soon())
+        ended_jobs(store, 3)
+        after = proofs.head(ledger)
+        ended_jobs(store, 3)
+        old, new = check_heads(ledger, [(tmp_path / "old", before), (tmp_path / "new", after)])
+    assert new.report.ok, new.report.problems
+    assert [p.kind for p in old.report.problems] == [ProblemKind.TREE_HEAD_MISMATCH]
+    assert "archived history" in old.report.problems[0].message
