@@ -13,6 +13,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from api import (
+    approvals,
     audit,
     brakes,
     catalog,
@@ -139,6 +140,8 @@ def create_app(
         app.include_router(module.router)
     # POST /v1/jobs/{id}/cancel (docs/cancel.md)
     app.include_router(jobs_cancel.router, dependencies=strict)
+    # GET /v1/approvals, POST /v1/jobs/{id}/approve|deny (docs/approvals.md)
+    app.include_router(approvals.router, dependencies=strict)
     docs.install(app)
     # POST only: stateless, so no standalone event stream (GET) and no session to end
     # (DELETE); both are 405, which the transport allows (mcp_server/http.py).

@@ -30,6 +30,7 @@ from api.problems import (
     malformed_json,
     method_not_allowed,
     not_cancellable,
+    not_decidable,
     problem_response,
     route_not_found,
     unauthorized,
@@ -37,6 +38,7 @@ from api.problems import (
     webhook_not_found,
     webhooks_unavailable,
 )
+from ledger import approvals
 from ledger.errors import (
     IdempotencyConflictError,
     InvalidCursorError,
@@ -46,8 +48,10 @@ from ledger.errors import (
     LedgerError,
     NotAuthenticatedError,
     NotCancellableError,
+    NotDecidableError,
     RateLimitedError,
     SchemaMissingError,
+    SelfApprovalError,
     StorageUnavailableError,
     ToolNotGrantedError,
     WebhookNotFoundError,
@@ -137,6 +141,16 @@ async def _on_ledger(request: Request, exc: Exception) -> Response:
     if isinstance(exc, NotCancellableError):
         wait = "wait for its outcome (GET /v1/jobs/{id}?wait=60&until=terminal)"
         return problem_response(not_cancellable(cancel.refusal(exc.status, wait), exc.envelope))
+    if isinstance(exc, NotDecidableError):
+        look = "read the job (GET /v1/jobs/{id}): its approval holds the first decision"
+        return problem_response(not_decidable(approvals.refusal(exc.cause, look), exc.envelope))
+    if isinstance(exc, SelfApprovalError):
+        return problem_response(
+            forbidden(
+                "approval:another-token",
+                "The token that submitted a call cannot approve or deny it.",
+            )
+        )
     if isinstance(exc, IdempotencyConflictError):
         return problem_response(
             invalid_input(

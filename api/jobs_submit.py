@@ -179,9 +179,10 @@ def _parse(document: Any, header_key: str | None = None) -> SubmitBody:
 def answer(view: JobView) -> Response:
     """The decision's answer; a replay gives the same one (same status, same job_id)."""
     if view.accepted:
+        parked = view.approval is not None  # waits for a person first (docs/approvals.md)
         body = {
             "job_id": view.job_id,
-            "status": Status.QUEUED.value,
+            "status": (Status.AWAITING_APPROVAL if parked else Status.QUEUED).value,
             "poll_url": poll_url(view.job_id),
         }
         headers = {"Location": poll_url(view.job_id)}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from cli.approval_commands import approvals
 from cli.archive_commands import archive
 from cli.audit_commands import audit
 from cli.brake_commands import brake
@@ -41,6 +42,7 @@ cli.add_command(worker)
 cli.add_command(reconcile)
 cli.add_command(brake)
 cli.add_command(jobs)
+cli.add_command(approvals)
 cli.add_command(tokens)
 cli.add_command(serve)
 cli.add_command(status)

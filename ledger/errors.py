@@ -29,6 +29,8 @@ driver type.
     │   ├── JobNotFoundError            unknown job, or not this caller's
     │   │   └── JobArchivedError            the caller's job, archived (410)
     │   ├── NotCancellableError         a cancel of a job that already started or ended
+    │   ├── NotDecidableError           an approval decision on a job not awaiting one
+    │   ├── SelfApprovalError           the token that submitted a job deciding its approval
     │   ├── NotAnAgentError             a token that may read but not submit jobs
     │   ├── ToolNotGrantedError         a tool-limited token acting on another tool's job
     │   ├── InvalidCursorError          a changes-feed cursor this ledger did not issue
@@ -242,6 +244,26 @@ class NotCancellableError(RequestError):
         self.job_id = job_id
         self.status = status
         self.envelope = envelope
+
+
+class NotDecidableError(RequestError):
+    """An approval decision on a job that is not awaiting one (docs/approvals.md): decided
+    before (`cause` that decision), cancelled, expired, or never parked. Nothing was changed;
+    `envelope` is the job's envelope, its `approval` the first decision."""
+
+    def __init__(self, job_id: str, cause: str, envelope: dict[str, Any]) -> None:
+        super().__init__(f"job {job_id} is not awaiting approval ({cause})")
+        self.job_id = job_id
+        self.cause = cause
+        self.envelope = envelope
+
+
+class SelfApprovalError(RequestError):
+    """The token that submitted a parked job may not decide its approval."""
+
+    def __init__(self, job_id: str) -> None:
+        super().__init__(f"the token that submitted job {job_id} cannot decide its approval")
+        self.job_id = job_id
 
 
 class NotAnAgentError(RequestError):

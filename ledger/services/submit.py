@@ -20,7 +20,7 @@ from typing import Any
 from ledger import event_log
 from ledger.brakes import brake_error, scopes_for
 from ledger.clock import now
-from ledger.codes import Code
+from ledger.codes import Code, Status
 from ledger.decisions import (
     Caller,
     JobRequest,
@@ -38,11 +38,12 @@ from ledger.errors import (
     NotAuthenticatedError,
     RateLimitedError,
 )
-from ledger.events import JobAccepted, JobRefused, NewEvent
+from ledger.events import ApprovalAsk, JobAccepted, JobRefused, NewEvent
 from ledger.fairness import rate_refusal
 from ledger.job_view import JobView
 from ledger.persistence.appends import AppendStatus, JobAppend, JobAppended, QuotaCheck
 from ledger.queueing import Backlog, effective_start_within
+from ledger.scrub import scrub
 from ledger.secrets import SealedArgs, seal_args
 from ledger.services.ledger import Ledger
 from ledger.services.outbox import Outbox, outbox_for
@@ -105,8 +106,11 @@ def _submit(
     view = submitted.view
     if not submitted.replayed:
         event_log.decision(view)
-    if outbox is not None and view.accepted and not submitted.replayed:
+    parked = view.status is Status.AWAITING_APPROVAL  # dispatched once a person approves it
+    if outbox is not None and view.accepted and not submitted.replayed and not parked:
         outbox.send(view)
+    if parked and not submitted.replayed:
+        event_log.approval_requested(view)
     return submitted
 
 
@@ -139,11 +143,12 @@ def _decide(
     job_id = new_id()
     sealed = _sealed(ledger, spec, request, job_id)
     refusal = refusal or _unsealable(request, sealed)
+    ask = _approval(spec, request) if refusal is None else None
     key = ledger.request_key
     token_id = caller.token_id if caller.recheck_token else None
 
     def append(refused: ErrorInfo | None) -> JobAppended:
-        payload = _payload(spec, caller, request, refused, key, sealed, trace)
+        payload = _payload(spec, caller, request, refused, key, sealed, trace, ask)
         checks = refused is None  # a refusal is recorded whatever the brakes and quota say
         item = JobAppend(
             job_id,
@@ -229,6 +234,7 @@ def _payload(
     key: bytes,
     sealed: SealedArgs,
     trace: TraceRecord | None = None,
+    approval: ApprovalAsk | None = None,
 ) -> JobAccepted | JobRefused:
     fingerprinted = replace(request, args=sealed.fingerprints[0])
     fields: dict[str, Any] = {
@@ -240,6 +246,7 @@ def _payload(
         "spends": bool(spec and spec.spends),
         "secret_paths": sealed.paths,
         "trace": trace,
+        "turn": request.turn,
     }
     if refusal is not None:
         return JobRefused(**fields, error=refusal)
@@ -250,7 +257,23 @@ def _payload(
         max_attempts=spec.max_attempts,
         start_within_s=effective_start_within(request.start_within_s, spec.start_within_s),
         budget_bytes=request.budget_bytes,
+        approval=approval,
     )
+
+
+def _approval(spec: ToolSpec | None, request: JobRequest) -> ApprovalAsk | None:
+    """Whether a person must approve this call before it runs (docs/approvals.md): the tool's
+    reason, and until when the call may wait for one (the tool's `approval_expires_s`,
+    capped by the call's start deadline). Asked only of a call nothing refused."""
+    if spec is None or spec.approval_mode is None:
+        return None
+    reason = spec.approval_reason(spec.args_model.model_validate(request.args))
+    if reason is None:
+        return None
+    deadline = effective_start_within(request.start_within_s, spec.start_within_s)
+    wait_s = min(spec.approval_expires_s, deadline)
+    expires_at = now() + timedelta(seconds=wait_s)
+    return ApprovalAsk(reason=scrub(reason, limit=500), expires_at=expires_at)
 
 
 def _backlog(

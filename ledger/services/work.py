@@ -120,9 +120,10 @@ def _claim_many(
                 decided.append(Claim(ClaimResult.SKIPPED, "claimed by another delivery", view))
             elif view is None:
                 decided.append(Claim(ClaimResult.SKIPPED, "unknown job"))
-            elif view.terminal or view.status is Status.RUNNING:
+            elif view.terminal or view.status in _NOT_CLAIMABLE:
                 # Running means another delivery owns it; only the reconciler may decide it
-                # was lost, so a redelivered message never runs the tool a second time.
+                # was lost, so a redelivered message never runs the tool a second time. A
+                # parked call runs only once a person approved it (docs/approvals.md).
                 decided.append(Claim(ClaimResult.SKIPPED, f"job is {view.status.value}", view))
             else:
                 taken.add(request.job_id)
@@ -138,7 +139,10 @@ def _claim_many(
 
 
 def _runnable(view: JobView, request: ClaimRequest, taken: set[str]) -> bool:
-    return request.job_id not in taken and not view.terminal and view.status is not Status.RUNNING
+    return request.job_id not in taken and not view.terminal and view.status not in _NOT_CLAIMABLE
+
+
+_NOT_CLAIMABLE = frozenset({Status.RUNNING, Status.AWAITING_APPROVAL})
 
 
 def _room(tx: Writes, views: Iterable[JobView], limit: int) -> dict[str, int]:
