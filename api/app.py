@@ -25,6 +25,7 @@ from api import (
     jobs_submit,
     metrics,
     root,
+    turns,
     webhooks,
 )
 from api.fast_path import FastPath, fast_endpoint
@@ -142,6 +143,8 @@ def create_app(
     app.include_router(jobs_cancel.router, dependencies=strict)
     # GET /v1/approvals, POST /v1/jobs/{id}/approve|deny (docs/approvals.md)
     app.include_router(approvals.router, dependencies=strict)
+    # GET /v1/turns/{id}, DELETE /v1/turns/{id}/halt (docs/turns.md)
+    app.include_router(turns.router, dependencies=strict)
     docs.install(app)
     # POST only: stateless, so no standalone event stream (GET) and no session to end
     # (DELETE); both are 405, which the transport allows (mcp_server/http.py).

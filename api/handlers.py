@@ -33,6 +33,7 @@ from api.problems import (
     not_decidable,
     problem_response,
     route_not_found,
+    turn_not_found,
     unauthorized,
     unavailable,
     webhook_not_found,
@@ -54,6 +55,7 @@ from ledger.errors import (
     SelfApprovalError,
     StorageUnavailableError,
     ToolNotGrantedError,
+    TurnNotFoundError,
     WebhookNotFoundError,
     WebhookTargetError,
     WebhookUnavailableError,
@@ -134,6 +136,8 @@ async def _on_ledger(request: Request, exc: Exception) -> Response:
     """The ledger's typed errors, each to its one answer."""
     if isinstance(exc, NotAuthenticatedError):
         return problem_response(unauthorized(exc.presented))
+    if isinstance(exc, TurnNotFoundError):
+        return problem_response(turn_not_found())
     if isinstance(exc, JobArchivedError):
         return problem_response(job_archived(exc.archived_at))
     if isinstance(exc, JobNotFoundError):

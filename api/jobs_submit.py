@@ -25,8 +25,8 @@ from api.problems import ApiProblem, forbidden, invalid_input, unknown_query
 from api.state import ApiState, state_of
 from ledger.access import ALL_ACCOUNTS
 from ledger.codes import Code, Status
-from ledger.decisions import Caller, JobRequest
-from ledger.errors import NotAuthenticatedError, RateLimitedError
+from ledger.decisions import Caller, JobRequest, check_turn
+from ledger.errors import InvalidEventError, NotAuthenticatedError, RateLimitedError
 from ledger.job_view import JobView
 from ledger.services import tokens
 from ledger.services.submit import Submitted, submit
@@ -86,7 +86,12 @@ async def submit_job(request: Request) -> Response:
     # One thread hop for the token's check and the decision (the hottest route: a dependency
     # would cost a hop and a resolution of its own). The token is checked first: a caller
     # without one learns nothing about the body.
-    asked = Asked(headers.get("idempotency-key"), request.url.query)
+    asked = Asked(
+        headers.get("idempotency-key"),
+        request.url.query,
+        headers.get("outcomes-turn"),
+        headers.get("outcomes-turn-halt"),
+    )
     submitted = await in_thread(_submit, state, token, content_type, content, trace, asked)
     return answer(submitted.view)
 
@@ -98,6 +103,8 @@ class Asked:
 
     idempotency_key: str | None = None
     query: str = ""
+    turn: str | None = None  # `Outcomes-Turn` (docs/turns.md)
+    turn_halt: str | None = None  # `Outcomes-Turn-Halt`: `on-failure`, or absent
 
 
 def _submit(
@@ -120,6 +127,7 @@ def _submit(
             unknown = sorted({key for key, _ in parse_qsl(asked.query, keep_blank_values=True)})
             raise unknown_query(unknown or [asked.query], [])
         body = _parse(json_of(content_type, content), asked.idempotency_key)
+        turn, halt = turn_of(asked.turn, asked.turn_halt)
     except ApiProblem:
         # Nothing will be written to re-check the token: a revoked one hears 401, not this.
         _still_good(state, token)
@@ -136,6 +144,8 @@ def _submit(
         idempotency_key=body.idempotency_key,
         start_within_s=body.start_within_s,
         budget_bytes=body.budget_bytes,
+        turn=turn,
+        halt_on_failure=halt,
     )
     try:
         return submit(state.ledger, caller, job, state.outbox, trace)
@@ -147,6 +157,28 @@ def _submit(
         # 429 (a read only for a submit already refused).
         _still_good(state, token)
         raise
+
+
+def turn_of(turn: str | None, halt: str | None) -> tuple[str | None, bool]:
+    """The `Outcomes-Turn` and `Outcomes-Turn-Halt` headers (docs/turns.md), checked."""
+    if halt is not None and halt.strip().lower() != "on-failure":
+        raise invalid_input(
+            "Outcomes-Turn-Halt takes one value: on-failure.",
+            fix="send Outcomes-Turn-Halt: on-failure, or no such header",
+        )
+    if turn is None:
+        if halt is not None:
+            raise invalid_input(
+                "Outcomes-Turn-Halt needs the turn it halts.", fix="send Outcomes-Turn too"
+            )
+        return None, False
+    try:
+        return check_turn(turn.strip()), halt is not None
+    except InvalidEventError as exc:
+        raise invalid_input(
+            f"The Outcomes-Turn header is not a turn id: {exc}.",
+            fix="send 1 to 128 letters, digits, '.', '_', ':' or '-'",
+        ) from None
 
 
 def _still_good(state: ApiState, token: str) -> None:

@@ -182,6 +182,17 @@ def not_decidable(error: ErrorInfo, job: Mapping[str, Any]) -> ApiProblem:
     return ApiProblem(409, error, members={"job": job})
 
 
+def turn_not_found() -> ApiProblem:
+    error = ErrorInfo(
+        code=Code.REFERENCE_UNRESOLVED,
+        dependency="ledger",
+        operation="read the turn",
+        fix="use the turn id sent as Outcomes-Turn with this account's calls",
+        message="No call of this account names this turn.",
+    )
+    return ApiProblem(404, error)
+
+
 def webhook_not_found() -> ApiProblem:
     error = ErrorInfo(
         code=Code.REFERENCE_UNRESOLVED,

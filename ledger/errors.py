@@ -27,7 +27,8 @@ driver type.
     │   ├── TokenError                  bad account/role, unknown token
     │   ├── NotAuthenticatedError       no valid token
     │   ├── JobNotFoundError            unknown job, or not this caller's
-    │   │   └── JobArchivedError            the caller's job, archived (410)
+    │   │   ├── JobArchivedError            the caller's job, archived (410)
+    │   │   └── TurnNotFoundError           no call of the caller's account in this turn
     │   ├── NotCancellableError         a cancel of a job that already started or ended
     │   ├── NotDecidableError           an approval decision on a job not awaiting one
     │   ├── SelfApprovalError           the token that submitted a job deciding its approval
@@ -211,6 +212,11 @@ class JobNotFoundError(RequestError):
     def __init__(self, job_id: str) -> None:
         super().__init__(f"no job {job_id}")
         self.job_id = job_id
+
+
+class TurnNotFoundError(JobNotFoundError):
+    """No call of this account names this turn (docs/turns.md): an unknown turn and another
+    account's answer the same."""
 
 
 class JobArchivedError(JobNotFoundError):

@@ -78,6 +78,8 @@ class JobAccepted(Payload):
     # until `job.approval_decided` (docs/approvals.md).
     approval: ApprovalAsk | None = _added()
     turn: str | None = _added()  # the agent's turn (`Outcomes-Turn`, docs/turns.md)
+    # `Outcomes-Turn-Halt: on-failure`: a failed or unknown spending call halts the turn.
+    turn_halt: bool | None = _added()
 
 
 class JobRefused(Payload):

@@ -106,6 +106,7 @@ class JobView(BaseModel):
     # Parked for a person's approval (docs/approvals.md), and the agent's turn (docs/turns.md).
     approval: Approval | None = Field(None, exclude_if=lambda v: v is None)
     turn: str | None = Field(None, exclude_if=lambda v: v is None)
+    turn_halt: bool | None = Field(None, exclude_if=lambda v: v is None)
     # The submitting token's id, kept for a parked job: it may not approve its own call.
     submitted_by: str | None = Field(None, exclude_if=lambda v: v is None)
 
@@ -257,6 +258,7 @@ def _first(event: RecordedEvent, payload: Payload) -> JobView:
             approval=approval,
             submitted_by=event.actor if approval is not None else None,
             turn=payload.turn,
+            turn_halt=payload.turn_halt,
             accepted=True,
             spends=payload.spends,
             max_attempts=payload.max_attempts,

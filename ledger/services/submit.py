@@ -45,6 +45,7 @@ from ledger.persistence.appends import AppendStatus, JobAppend, JobAppended, Quo
 from ledger.queueing import Backlog, effective_start_within
 from ledger.scrub import scrub
 from ledger.secrets import SealedArgs, seal_args
+from ledger.services import turns
 from ledger.services.ledger import Ledger
 from ledger.services.outbox import Outbox, outbox_for
 from ledger.telemetry import telemetry
@@ -99,6 +100,10 @@ def _submit(
     trace: TraceRecord | None,
 ) -> Submitted:
     _take_rate(ledger, caller)
+    if request.turn is not None:
+        # A turn that asked to halt on failure, whose spending call failed: its brake holds
+        # from here on, and this call's decision below refuses it (docs/turns.md).
+        turns.halt_if_failed(ledger, caller.account, request.turn)
     outbox = outbox_for(ledger, dispatcher)
     gauge = outbox.backlog if outbox is not None else None
     backlog = gauge.current() if gauge is not None else None
@@ -154,7 +159,7 @@ def _decide(
             job_id,
             [NewEvent(payload=payload, actor=caller.token_id)],
             None,
-            brake_scopes=scopes_for(request.tool, caller.account) if checks else (),
+            brake_scopes=scopes_for(request.tool, caller.account, request.turn) if checks else (),
             notify=False,  # nobody can wait on a job not yet answered
             token_id=token_id,
             quota=_quota(spec) if checks else None,
@@ -258,6 +263,7 @@ def _payload(
         start_within_s=effective_start_within(request.start_within_s, spec.start_within_s),
         budget_bytes=request.budget_bytes,
         approval=approval,
+        turn_halt=True if request.turn is not None and request.halt_on_failure else None,
     )
 
 

@@ -160,7 +160,7 @@ def _start(request: ClaimRequest, view: JobView) -> JobAppend:
     started = WorkStarted(attempt=attempt, worker=request.worker, lease_expires_at=expires)
     lease = LeaseChange("start", attempt, request.worker, expires)
     event = NewEvent(payload=started, actor=request.worker)
-    scopes = scopes_for(view.tool, view.account)
+    scopes = scopes_for(view.tool, view.account, view.turn)
     return JobAppend(view.job_id, [event], view, lease, brake_scopes=scopes, brakes_lock=True)
 
 
@@ -188,9 +188,11 @@ def renew_leases(ledger: Ledger, held: Sequence[tuple[str, int]], lease_s: float
         return tx.renew_leases(held, now() + timedelta(seconds=lease_s))
 
 
-def brakes_holding(ledger: Ledger, tool: str, account: str) -> list[BrakeView]:
+def brakes_holding(
+    ledger: Ledger, tool: str, account: str, turn: str | None = None
+) -> list[BrakeView]:
     with ledger.store.reading() as reads:
-        return holding(reads.active_brakes(), tool, account)
+        return holding(reads.active_brakes(), tool, account, turn)
 
 
 MOVED_TRIES = 5  # reads and appends of an outcome whose job moved, before giving up
