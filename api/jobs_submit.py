@@ -19,7 +19,7 @@ from starlette.responses import Response
 from api.auth import check_role, token_of
 from api.handlers import validation_problem
 from api.limits import json_of
-from api.models import SubmitAccepted, SubmitBody
+from api.models import DryRunAnswer, SubmitAccepted, SubmitBody
 from api.openapi import SUBMIT_DESCRIPTIONS, problems
 from api.problems import ApiProblem, forbidden, invalid_input, unknown_query
 from api.state import ApiState, state_of
@@ -29,6 +29,7 @@ from ledger.decisions import Caller, JobRequest, check_turn
 from ledger.errors import InvalidEventError, NotAuthenticatedError, RateLimitedError
 from ledger.job_view import JobView
 from ledger.services import tokens
+from ledger.services.preflight import Preflight, preflight
 from ledger.services.submit import Submitted, submit
 from ledger.services.thread_hop import in_thread
 from ledger.tracing import TraceRecord, parse_traceparent
@@ -61,6 +62,11 @@ def poll_url(job_id: str) -> str:
     response_model=SubmitAccepted,
     summary="Submit a job: accepted (202) or refused with its recorded job_id",
     responses={
+        200: {
+            "model": DryRunAnswer,
+            "description": "A dry run (`dry_run: true`): what the decision would be; nothing "
+            "was recorded",
+        },
         202: {
             "headers": {
                 "Location": {
@@ -93,6 +99,8 @@ async def submit_job(request: Request) -> Response:
         headers.get("outcomes-turn-halt"),
     )
     submitted = await in_thread(_submit, state, token, content_type, content, trace, asked)
+    if isinstance(submitted, Preflight):  # a dry run: nothing was recorded
+        return Response(orjson.dumps(submitted.as_json()), 200, media_type="application/json")
     return answer(submitted.view)
 
 
@@ -114,7 +122,7 @@ def _submit(
     content: bytes,
     trace: TraceRecord | None = None,
     asked: Asked | None = None,
-) -> Submitted:
+) -> Submitted | Preflight:
     # Admitted without a read when this process knows the token: the decision's append
     # re-checks that it is not revoked (`recheck_token`), so a revoked token records nothing.
     agent = state.tokens.admit(token)
@@ -147,6 +155,9 @@ def _submit(
         turn=turn,
         halt_on_failure=halt,
     )
+    if body.dry_run:
+        _still_good(state, token)  # nothing is written to re-check the token: a read
+        return preflight(state.ledger, caller, job, state.outbox)
     try:
         return submit(state.ledger, caller, job, state.outbox, trace)
     except NotAuthenticatedError:

@@ -144,11 +144,11 @@ def _decide(
     spec = get_tool(request.tool)
     if permission_refusal(caller, request) is not None:
         request = _keyless(request)  # the key is the account's: no replay for this token
-    refusal = tool_refusal(spec, caller, request) or _backlog(spec, request, backlog)
+    refusal = tool_refusal(spec, caller, request) or backlog_check(spec, request, backlog)
     job_id = new_id()
-    sealed = _sealed(ledger, spec, request, job_id)
-    refusal = refusal or _unsealable(request, sealed)
-    ask = _approval(spec, request) if refusal is None else None
+    sealed = sealed_args(ledger, spec, request, job_id)
+    refusal = refusal or unsealable(request, sealed)
+    ask = approval_ask(spec, request) if refusal is None else None
     key = ledger.request_key
     token_id = caller.token_id if caller.recheck_token else None
 
@@ -208,14 +208,16 @@ def _replay(holder: JobView, request: JobRequest, sealed: SealedArgs, key: bytes
     return Submitted(holder, replayed=True)
 
 
-def _sealed(ledger: Ledger, spec: ToolSpec | None, request: JobRequest, job_id: str) -> SealedArgs:
+def sealed_args(
+    ledger: Ledger, spec: ToolSpec | None, request: JobRequest, job_id: str
+) -> SealedArgs:
     """The arguments as the decision records them: the tool's declared secrets sealed."""
     model = spec.args_model if spec is not None else None
     keyring = ledger.secrets if model is not None else None
     return seal_args(model, request.args, job_id, keyring)
 
 
-def _unsealable(request: JobRequest, sealed: SealedArgs) -> ErrorInfo | None:
+def unsealable(request: JobRequest, sealed: SealedArgs) -> ErrorInfo | None:
     """Secrets with no key to seal them: recorded refused (the values withheld), never kept."""
     if not sealed.withheld:
         return None
@@ -267,7 +269,7 @@ def _payload(
     )
 
 
-def _approval(spec: ToolSpec | None, request: JobRequest) -> ApprovalAsk | None:
+def approval_ask(spec: ToolSpec | None, request: JobRequest) -> ApprovalAsk | None:
     """Whether a person must approve this call before it runs (docs/approvals.md): the tool's
     reason, and until when the call may wait for one (the tool's `approval_expires_s`,
     capped by the call's start deadline). Asked only of a call nothing refused."""
@@ -282,7 +284,7 @@ def _approval(spec: ToolSpec | None, request: JobRequest) -> ApprovalAsk | None:
     return ApprovalAsk(reason=scrub(reason, limit=500), expires_at=expires_at)
 
 
-def _backlog(
+def backlog_check(
     spec: ToolSpec | None, request: JobRequest, backlog: Backlog | None
 ) -> ErrorInfo | None:
     """Refused now when the backlog ahead would not start it within its deadline."""

@@ -1,7 +1,8 @@
-"""Turns over HTTP (docs/turns.md), on SQLite and Postgres: a turn of six calls with one
-failure never reads all_succeeded, and says what already happened; a halting turn refuses its
-next call BRAKE_ENGAGED naming the turn's brake until the agent releases it; turn ids and
-headers are checked; another account's turn is a 404."""
+"""Turns and dry runs over HTTP (docs/turns.md), on SQLite and Postgres: a turn of six calls
+with one failure never reads all_succeeded, and says what already happened; a halting turn
+refuses its next call BRAKE_ENGAGED naming the turn's brake until the agent releases it; turn
+ids and headers are checked; another account's turn is a 404; a dry run records nothing and
+counts no quota."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from ledger.persistence.sql_store import SqlStore
 from ledger.services.execute import Executor
 from ledger.services.ledger import Ledger
 from tests.plugins.api import Tokens, bearer
-from tests.tools import ECHO, FAILING_CHARGE
+from tests.tools import APPROVED_CHARGE, ECHO, FAILING_CHARGE, METERED, QUOTA
 
 CHARGE = "itest.charge"
 
@@ -127,3 +128,37 @@ def test_headers_are_checked(client: TestClient, tokens: Tokens) -> None:
         assert answer.status_code == 422, (headers, answer.text)
         assert answer.json()["job_id"] is None
     assert client.get("/v1/turns/nope", headers=bearer(tokens.acme)).status_code == 404
+
+
+def test_a_dry_run_records_nothing_and_counts_no_quota(
+    client: TestClient, tokens: Tokens, store: SqlStore
+) -> None:
+    before = store.last_position()
+
+    def dry(tool: str, args: dict[str, Any], token: str | None = None) -> dict[str, Any]:
+        body = {"tool": tool, "args": args, "dry_run": True}
+        answer = client.post("/v1/jobs", json=body, headers=bearer(token or tokens.acme))
+        assert answer.status_code == 200, answer.text
+        found: dict[str, Any] = answer.json()
+        return found
+
+    assert dry(ECHO, {"text": "x"}) == {"would": "accepted", "error": None, "approval": None}
+    parked = dry(APPROVED_CHARGE, {"amount": 1})
+    assert parked["would"] == "awaiting_approval"
+    assert parked["approval"]["reason"] == "this tool needs a person's approval for every call"
+    missing = dry(ECHO, {})
+    assert (missing["would"], missing["error"]["code"]) == ("refused", "INPUT_MISSING")
+    for _ in range(QUOTA + 2):  # a dry run counts no quota
+        assert dry(METERED, {"text": "x"})["would"] == "accepted"
+    assert store.last_position() == before  # nothing recorded
+    for _ in range(QUOTA):
+        assert (
+            client.post(
+                "/v1/jobs",
+                json={"tool": METERED, "args": {"text": "x"}},
+                headers=bearer(tokens.acme),
+            ).status_code
+            == 202
+        )
+    over = dry(METERED, {"text": "x"})
+    assert (over["would"], over["error"]["code"]) == ("refused", "QUOTA_EXCEEDED")
