@@ -18,6 +18,7 @@ from cli.serve_commands import serve
 from cli.status_commands import status
 from cli.token_commands import tokens
 from cli.tool_commands import tools
+from cli.turn_commands import turns
 from cli.webhook_commands import webhooks_group
 from cli.worker_commands import worker
 from observability.logs import install_if_json
@@ -43,6 +44,7 @@ cli.add_command(reconcile)
 cli.add_command(brake)
 cli.add_command(jobs)
 cli.add_command(approvals)
+cli.add_command(turns)
 cli.add_command(tokens)
 cli.add_command(serve)
 cli.add_command(status)
