@@ -11,6 +11,7 @@ from fastapi.testclient import TestClient
 from ledger.persistence.sql_store import SqlStore
 from ledger.services.ledger import Ledger
 from ledger.services.tokens import create as create_token
+from tests.api.test_metrics import scrape
 from tests.plugins.api import RecordingDispatcher, Tokens, bearer, published
 from tests.tools import APPROVED_CHARGE, APPROVED_METERED, ECHO, LARGE_CHARGE, LOOKUP
 
@@ -138,3 +139,15 @@ def test_the_catalog_says_who_approves(client: TestClient, tokens: Tokens) -> No
     assert by_name[LARGE_CHARGE]["approval"] == "conditional"
     assert by_name[ECHO]["approval"] is None
     assert by_name[LOOKUP]["read_only"] is True and by_name[ECHO]["read_only"] is False
+
+
+def test_metrics_show_pending_approvals(client: TestClient, tokens: Tokens) -> None:
+    before = scrape(client, tokens.operator)
+    assert before[("outcomes_approvals_pending", ())] == 0
+    assert before[("outcomes_approvals_oldest_seconds", ())] == 0
+    park(client, tokens.acme)
+    park(client, tokens.acme)
+    found = scrape(client, tokens.operator)
+    assert found[("outcomes_approvals_pending", ())] == 2
+    assert found[("outcomes_approvals_oldest_seconds", ())] >= 0
+    assert found[("outcomes_jobs_open", (("status", "awaiting_approval"),))] == 2
