@@ -149,7 +149,7 @@ def create_app(
     # POST only: stateless, so no standalone event stream (GET) and no session to end
     # (DELETE); both are 405, which the transport allows (mcp_server/http.py).
     app.router.routes.append(Route(MCP_PATH, mcp, methods=["POST"], include_in_schema=False))
-    mount_console(app, opened, settings)  # the read-only console at /console, same ledger
+    mount_console(app, opened, settings, outbox)  # the console at /console, same ledger
     handlers.install(app)
     app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes)
     app.fast_path = FastPath(app, max_body_bytes)

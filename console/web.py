@@ -41,6 +41,7 @@ from console.viewer import ConsoleState, Viewer, state_of, viewer_of
 from ledger.access import DETAIL_ROLES
 from ledger.clock import now
 from ledger.codes import REQUEST_CODES, Code, Status
+from ledger.dispatch import Dispatcher
 from ledger.errors import (
     JobNotFoundError,
     NotAuthenticatedError,
@@ -51,7 +52,9 @@ from ledger.job_view import JobView, envelope
 from ledger.public import public_event
 from ledger.queries import EventFilter, JobFilter
 from ledger.services import audit, brakes, jobs, silence, tokens, verifications
+from ledger.services.approvals import APPROVAL_ROLES
 from ledger.services.ledger import Ledger
+from ledger.services.outbox import Outbox
 from ledger.settings import Settings
 from ledger.web_origins import origin_allowed
 
@@ -73,15 +76,22 @@ BRAKE_COMMANDS = (
 )
 
 
-def mount(app: FastAPI, ledger: Ledger, settings: Settings) -> None:
-    """Serve the console from `app` over `ledger`."""
+def mount(
+    app: FastAPI, ledger: Ledger, settings: Settings, dispatcher: Dispatcher | Outbox | None = None
+) -> None:
+    """Serve the console from `app` over `ledger`; `dispatcher` publishes what an approver
+    approves here (the API's outbox)."""
+    from console import approvals  # its routes use this module's guards
+
     app.state.console = ConsoleState(
         ledger,
         Sessions(),
         cookie_secure=settings.cookie_secure,
         allowed_origins=settings.allowed_origins,
+        dispatcher=dispatcher,
     )
     app.include_router(router)
+    app.include_router(approvals.router)
     app.mount(
         f"{PATH}/static", StaticFiles(packages=[("console", "static")]), name="console-static"
     )
@@ -141,9 +151,11 @@ async def sign_in(request: Request) -> Response:
         return page("sign_in.html", 401, viewer=None, message=message)
     except StorageError:
         raise LedgerUnavailable("The ledger did not answer; try again in a moment.") from None
-    if found.role not in DETAIL_ROLES:
+    if found.role not in (*DETAIL_ROLES, *APPROVAL_ROLES):
         return page("refused.html", 403, viewer=None)
-    answer = RedirectResponse(f"{PATH}/jobs", status_code=303, headers=SECURITY_HEADERS)
+    # An approver's console is the approvals page (docs/approvals.md).
+    first = "approvals" if found.role not in DETAIL_ROLES else "jobs"
+    answer = RedirectResponse(f"{PATH}/{first}", status_code=303, headers=SECURITY_HEADERS)
     # A new id each time; the browser's old session and the token's others end here.
     sid = state.sessions.open(found, replacing=request.cookies.get(COOKIE))
     answer.set_cookie(
