@@ -1,6 +1,7 @@
 """The console's approvals page (docs/approvals.md): the calls parked for a person's approval,
 oldest first, each with its reason, arguments (declared secrets shown as `(secret)`) and expiry,
-and two buttons, Approve and Deny, with the reason the decision records.
+and two buttons, Approve and Deny, with the reason the decision records. And a turn's page
+(`/console/turns/<account>/<turn>`, docs/turns.md), for operators and auditors.
 
 The console's only forms besides sign-in and sign-out, under the same rules: the session cookie
 is SameSite=Strict, and a form another site's page sent (`Sec-Fetch-Site` cross-site, or an
@@ -18,14 +19,20 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from console.errors import BadRequest, NotForRole
+from console.errors import BadRequest, NotForRole, PageNotFound
 from console.render import SECURITY_HEADERS, page
 from console.sessions import PATH
 from console.viewer import Viewer, state_of, viewer_of
-from ledger.errors import InvalidEventError, JobNotFoundError, NotDecidableError, SelfApprovalError
+from ledger.errors import (
+    InvalidEventError,
+    JobNotFoundError,
+    NotDecidableError,
+    SelfApprovalError,
+    TurnNotFoundError,
+)
 from ledger.events import job_stream
 from ledger.public import public_event_data
-from ledger.services import approvals
+from ledger.services import approvals, turns
 from ledger.services.approvals import APPROVAL_ROLES, MAX_REASON_CHARS, Approver
 from ledger.services.ledger import Ledger
 
@@ -125,3 +132,24 @@ async def _posted(request: Request) -> dict[str, str]:
     if set(fields) - set(FORM_FIELDS) or any(len(v) > 1 for v in fields.values()):
         raise BadRequest("The decision form sends a decision and a reason.")
     return {key: values[0] for key, values in fields.items()}
+
+
+# --- a turn (docs/turns.md) ------------------------------------------------------------------
+
+
+@router.get("/turns/{account}/{turn_id}")
+def turn_page(request: Request, account: str, turn_id: str) -> Response:
+    from console.web import guarded
+
+    return guarded(_turn_page)(request, account, turn_id)
+
+
+def _turn_page(request: Request, account: str, turn_id: str) -> Response:
+    viewer = viewer_of(request)  # operators and auditors
+    if viewer.scope not in (None, account):
+        raise PageNotFound("No such turn (or not one of your account's).")
+    try:
+        found = turns.report(state_of(request).ledger, account, turn_id)
+    except (TurnNotFoundError, InvalidEventError):
+        raise PageNotFound("No such turn (or not one of your account's).") from None
+    return page("turn.html", viewer=viewer, nav="jobs", account=account, turn=found)

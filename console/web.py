@@ -291,6 +291,7 @@ def job_page(request: Request, job_id: str) -> Response:
         "timeout (s)": view.timeout_s if view.accepted else None,
         "dispatches": view.dispatches if view.accepted else NEVER_DISPATCHED,
         "last fingerprint": view.last_fingerprint,
+        "turn": view.turn,  # its page: /console/turns/<account>/<turn>
     }
     if not view.terminal:  # a closed job's last lease and retry time no longer mean anything
         staff |= {"lease expires": view.lease_expires_at, "retry due": view.due_at}

@@ -35,6 +35,7 @@ class Served:
     agent: str
     approver: str
     approver_id: str
+    operator: str
 
 
 @pytest.fixture(scope="module")
@@ -49,11 +50,15 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
             )
             for role in ("agent", "approver")
         }
+        operator = _output(
+            _cli(home, env, "tokens", "create", "--account", "*", "--role", "operator", "--json")
+        )
         yield Served(
             base,
             str(made["agent"]["token"]),
             str(made["approver"]["token"]),
             str(made["approver"]["id"]),
+            str(operator["token"]),
         )
 
 
@@ -158,3 +163,27 @@ def test_another_sites_form_decides_nothing(
         timeout=30,
     ).json()
     assert still["status"] == "awaiting_approval" and still["approval"]["decided_by"] is None
+
+
+def test_an_operator_reads_a_turn(served: Served) -> None:
+    """The turn view, as an operator's browser shows it."""
+    headers = {"Authorization": f"Bearer {served.agent}", "Outcomes-Turn": "browser-turn"}
+    answer = httpx.post(
+        f"{served.base}/v1/jobs",
+        json={"tool": "tracker.read_issue", "args": {"issue_ref": "T-1"}},
+        headers=headers,
+        timeout=30,
+    )
+    assert answer.status_code == 202
+    outcome(served, answer.json()["job_id"])
+    with chromium() as driver:
+        driver.get(f"{served.base}/console/sign-in")
+        field = WebDriverWait(driver, WAIT_S).until(seen.element_to_be_clickable((By.ID, "token")))
+        field.send_keys(served.operator)
+        field.send_keys(Keys.ENTER)
+        WebDriverWait(driver, WAIT_S).until(seen.url_contains("/console/jobs"))
+        driver.get(f"{served.base}/console/turns/acme/browser-turn")
+        WebDriverWait(driver, WAIT_S).until(
+            seen.text_to_be_present_in_element((By.CSS_SELECTOR, "[role=status]"), "1 call: ")
+        )
+        assert "1 succeeded" in driver.find_element(By.CSS_SELECTOR, "[role=status]").text
