@@ -20,6 +20,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from console.errors import BadRequest, NotForRole, PageNotFound
+from console.guards import guarded, refuse_cross_site
 from console.render import SECURITY_HEADERS, page
 from console.sessions import PATH
 from console.viewer import Viewer, state_of, viewer_of
@@ -47,13 +48,8 @@ def approver_of(request: Request) -> Viewer:
 
 
 @router.get("/approvals")
+@guarded
 def approvals_page(request: Request) -> Response:
-    from console.web import guarded
-
-    return guarded(_approvals_page)(request)
-
-
-def _approvals_page(request: Request) -> Response:
     viewer = approver_of(request)
     ledger = state_of(request).ledger
     found = approvals.pending(ledger, viewer.account)
@@ -87,9 +83,7 @@ def _row(ledger: Ledger, view: Any) -> dict[str, Any]:
 
 @router.post("/approvals/{job_id}")
 async def decide(request: Request, job_id: str) -> Response:
-    from console.web import _refuse_cross_site
-
-    _refuse_cross_site(request)  # before anything is read: another site's form does nothing
+    refuse_cross_site(request)  # before anything is read: another site's form does nothing
     fields = await _posted(request)
     decision = DECISIONS.get(fields.get("decision", ""))
     if decision is None:
@@ -138,13 +132,8 @@ async def _posted(request: Request) -> dict[str, str]:
 
 
 @router.get("/turns/{account}/{turn_id}")
+@guarded
 def turn_page(request: Request, account: str, turn_id: str) -> Response:
-    from console.web import guarded
-
-    return guarded(_turn_page)(request, account, turn_id)
-
-
-def _turn_page(request: Request, account: str, turn_id: str) -> Response:
     viewer = viewer_of(request)  # operators and auditors
     if viewer.scope not in (None, account):
         raise PageNotFound("No such turn (or not one of your account's).")
