@@ -97,6 +97,7 @@ class SubmitBody(BaseModel):
     ] = None
     dry_run: bool = Field(
         default=False,
+        strict=True,
         description="true: answer 200 {would: accepted|awaiting_approval|refused, error, "
         "approval} and record nothing, count no quota (docs/turns.md)",
     )
