@@ -100,9 +100,10 @@ def _submit(
     trace: TraceRecord | None,
 ) -> Submitted:
     _take_rate(ledger, caller)
-    if request.turn is not None:
+    if request.turn is not None and request.halt_on_failure:
         # A turn that asked to halt on failure, whose spending call failed: its brake holds
-        # from here on, and this call's decision below refuses it (docs/turns.md).
+        # from here on, and this call's decision below refuses it (docs/turns.md). Asked only
+        # of a call that asks to halt too: a turn's read costs what its calls cost.
         turns.halt_if_failed(ledger, caller.account, request.turn)
     outbox = outbox_for(ledger, dispatcher)
     gauge = outbox.backlog if outbox is not None else None
