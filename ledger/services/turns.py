@@ -5,9 +5,9 @@ session). `report` reads the account's calls of that turn. With `Outcomes-Turn-H
 on-failure`, the first failed or unknown call of a spending tool in the turn pulls a brake
 scoped `turn:<account>/<turn>`, once: every later call of the turn is refused
 `BRAKE_ENGAGED` naming it, and a queued one is halted at its claim. It is pulled when the
-turn's next call that asks to halt is submitted, and by the reconciler's pass (`halt_failed_turns`) for calls
-already queued; released by an operator (`outcomes brake release`) or the agent
-(`DELETE /v1/turns/{id}/halt`).
+turn's next call that asks to halt is submitted, and by the reconciler's pass
+(`halt_failed_turns`) for calls already queued; released by an operator (`outcomes brake
+release`) or the agent (`DELETE /v1/turns/{id}/halt`).
 """
 
 from __future__ import annotations
