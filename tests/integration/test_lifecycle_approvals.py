@@ -12,11 +12,15 @@ from click.testing import CliRunner
 
 from cli.main import cli
 from ledger.codes import Code, Status
+from ledger.decisions import JobRequest
+from ledger.errors import NotDecidableError, SelfApprovalError
 from ledger.services import brakes
 from ledger.services.approvals import Approver, decide
 from ledger.services.ledger import Ledger
+from ledger.services.preflight import preflight
 from ledger.services.reconcile import reconcile_once
 from tests.plugins.deployments import (
+    AGENT,
     Deployment,
     deployments,
     load_views,
@@ -24,7 +28,7 @@ from tests.plugins.deployments import (
     wait_terminal,
 )
 from tests.services.test_reconcile import POLICY, later
-from tests.tools import APPROVED_CHARGE
+from tests.tools import APPROVED_CHARGE, APPROVED_METERED
 
 BOTH = deployments("embedded/sqlite", "rabbitmq/postgres")
 APPROVER = Approver("acme", "approver", "tok-approver")
@@ -85,3 +89,37 @@ def test_approve_deny_expire_and_a_brake_pulled_while_parked(deployment: Deploym
     found = orjson.loads(result.stdout)
     assert result.exit_code == 0, result.output
     assert found["problems"] == []
+
+
+@pytest.mark.parametrize("deployment", BOTH, indirect=True)
+def test_refused_never_parked_who_decides_and_a_dry_run(deployment: Deployment) -> None:
+    """Over quota: refused, never parked; the submitting token and a second decision are
+    refused and change nothing; a dry run records nothing and counts no quota."""
+    store, ledger = deployment.store, Ledger(deployment.store)
+    before = store.last_position()
+    dry = preflight(ledger, AGENT, JobRequest(APPROVED_METERED, {"amount": 1}))
+    assert (dry.would, dry.error) == ("awaiting_approval", None)
+    assert store.last_position() == before  # nothing recorded
+
+    parked = deployment.submit(APPROVED_METERED, {"amount": 1})
+    assert parked.status is Status.AWAITING_APPROVAL  # counted in the quota of one
+    over = deployment.submit(APPROVED_METERED, {"amount": 2})
+    assert over.status is Status.REFUSED and over.approval is None
+    assert over.error is not None and over.error.code is Code.QUOTA_EXCEEDED
+    assert stream_types(store, over.job_id) == ["job.refused"]
+    dry = preflight(ledger, AGENT, JobRequest(APPROVED_METERED, {"amount": 3}))
+    assert dry.would == "refused" and dry.error is not None
+    assert dry.error.code is Code.QUOTA_EXCEEDED
+
+    submitter = Approver("acme", "operator", AGENT.token_id)  # the token that submitted it
+    with pytest.raises(SelfApprovalError):
+        decide(ledger, parked.job_id, submitter, "approved", "me")
+    decide(ledger, parked.job_id, APPROVER, "denied", "not this month")
+    with pytest.raises(NotDecidableError) as again:
+        decide(ledger, parked.job_id, APPROVER, "approved", "changed my mind")
+    assert again.value.envelope["approval"]["decision"] == "denied"
+    assert stream_types(store, parked.job_id) == [
+        "job.accepted",
+        "job.approval_decided",
+        "work.halted",
+    ]
