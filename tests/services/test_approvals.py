@@ -6,6 +6,8 @@ approved after a brake pull is halted at its claim."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from ledger.codes import Code, NextAction, Status
@@ -174,3 +176,44 @@ def test_approved_after_a_brake_pull_is_halted_at_its_claim(ledger: Ledger) -> N
     assert (halted.error.code, halted.error.cause) == (Code.BRAKE_ENGAGED, brake.brake_id)
     assert halted.recorded_by == "worker"
     assert "work.started" not in types(ledger, view.job_id)
+
+
+def test_racing_decisions_leave_exactly_one(ledger: Ledger) -> None:
+    """Approvers and the expiry racing on one parked call: exactly one is recorded, every other
+    one is refused (NOT_DECIDABLE) or finds the call ended, and the stream tells one story."""
+    for _ in range(5):
+        view = park(ledger)
+        won, lost = race(ledger, view.job_id, ["a1", "a2", "d1", "d2", "expire"])
+        assert len(won) == 1, (won, lost)
+        stream = types(ledger, view.job_id)
+        assert stream[0] == "job.accepted" and stream.count("job.approval_decided") <= 1
+
+
+def race(ledger: Ledger, job_id: str, kinds: list[str]) -> tuple[list[str], list[str]]:
+    start = threading.Barrier(len(kinds))
+    won: list[str] = []
+    lost: list[str] = []
+
+    def attempt(kind: str) -> None:
+        start.wait()
+        if kind == "expire":
+            # An approved call, queued now, would be closed as never started at that time:
+            # only the expiry (work.halted) is this race's.
+            passed = reconcile_once(ledger, None, POLICY, at=later(4000))
+            (won if f"work.halted {job_id}" in passed.recorded else lost).append(kind)
+            return
+        who = Approver("acme", "approver", f"tok-{kind}")
+        try:
+            decide(ledger, job_id, who, "approved" if kind.startswith("a") else "denied", kind)
+        except NotDecidableError:
+            lost.append(kind)
+        else:
+            won.append(kind)
+
+    threads = [threading.Thread(target=attempt, args=(k,)) for k in kinds]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert sorted(won + lost) == sorted(kinds)
+    return won, lost
