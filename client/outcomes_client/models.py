@@ -139,6 +139,37 @@ class Envelope(_Document):
     approval: Approval | None = None  # null: the tool asked no person to approve this call
 
 
+class TurnCall(_Document):
+    job_id: str
+    tool: str
+    status: Status
+    code: str | None = None
+    next_action: NextAction
+
+
+class TurnFailure(_Document):
+    job_id: str
+    tool: str
+    error: ErrorInfo | None = None
+    next_action: NextAction
+
+
+class Turn(_Document):
+    """`GET /v1/turns/{id}`: what a whole turn of calls did (docs/turns.md). `all_succeeded`
+    is true only when every call ended and each succeeded or was declined."""
+
+    turn_id: str
+    calls: list[TurnCall]
+    counts: dict[str, int]
+    complete: bool
+    all_succeeded: bool
+    already_happened: list[str]
+    first_failure: TurnFailure | None = None
+    summary: str
+    halt: dict[str, Any] | None = None
+    truncated: bool = False
+
+
 class Submission(_Document):
     """The decision `POST /v1/jobs` recorded: `queued`, or `refused` with the error naming the
     missing precondition and its fix (a refusal is a recorded decision, not a transport
