@@ -13,6 +13,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from api import (
+    approvals,
     audit,
     brakes,
     catalog,
@@ -24,6 +25,7 @@ from api import (
     jobs_submit,
     metrics,
     root,
+    turns,
     webhooks,
 )
 from api.fast_path import FastPath, fast_endpoint
@@ -139,11 +141,15 @@ def create_app(
         app.include_router(module.router)
     # POST /v1/jobs/{id}/cancel (docs/cancel.md)
     app.include_router(jobs_cancel.router, dependencies=strict)
+    # GET /v1/approvals, POST /v1/jobs/{id}/approve|deny (docs/approvals.md)
+    app.include_router(approvals.router, dependencies=strict)
+    # GET /v1/turns/{id}, DELETE /v1/turns/{id}/halt (docs/turns.md)
+    app.include_router(turns.router, dependencies=strict)
     docs.install(app)
     # POST only: stateless, so no standalone event stream (GET) and no session to end
     # (DELETE); both are 405, which the transport allows (mcp_server/http.py).
     app.router.routes.append(Route(MCP_PATH, mcp, methods=["POST"], include_in_schema=False))
-    mount_console(app, opened, settings)  # the read-only console at /console, same ledger
+    mount_console(app, opened, settings, outbox)  # the console at /console, same ledger
     handlers.install(app)
     app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes)
     app.fast_path = FastPath(app, max_body_bytes)

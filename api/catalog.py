@@ -3,7 +3,7 @@ limits from the ledger instead of from a prompt (`ledger.services.catalog`)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
@@ -43,6 +43,15 @@ class ToolModel(BaseModel):
         description="The most an answer takes, as JSON; `budget_bytes` may ask for less"
     )
     enabled: bool
+    approval: Literal["always", "conditional"] | None = Field(
+        description="A person approves every call (always), the calls the tool names "
+        "(conditional), or none (null): docs/approvals.md"
+    )
+    approval_expires_s: float | None = Field(
+        description="How long a parked call waits for a decision (capped by its start "
+        "deadline); null without approval"
+    )
+    read_only: bool = Field(description="The tool only reads: it changes nothing anywhere")
     quota: QuotaModel | None
 
 

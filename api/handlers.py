@@ -30,14 +30,17 @@ from api.problems import (
     malformed_json,
     method_not_allowed,
     not_cancellable,
+    not_decidable,
     problem_response,
     route_not_found,
+    turn_not_found,
     unauthorized,
     unavailable,
     webhook_limit,
     webhook_not_found,
     webhooks_unavailable,
 )
+from ledger import approvals
 from ledger.errors import (
     IdempotencyConflictError,
     InvalidCursorError,
@@ -47,10 +50,13 @@ from ledger.errors import (
     LedgerError,
     NotAuthenticatedError,
     NotCancellableError,
+    NotDecidableError,
     RateLimitedError,
     SchemaMissingError,
+    SelfApprovalError,
     StorageUnavailableError,
     ToolNotGrantedError,
+    TurnNotFoundError,
     WebhookLimitError,
     WebhookNotFoundError,
     WebhookTargetError,
@@ -132,6 +138,8 @@ async def _on_ledger(request: Request, exc: Exception) -> Response:
     """The ledger's typed errors, each to its one answer."""
     if isinstance(exc, NotAuthenticatedError):
         return problem_response(unauthorized(exc.presented))
+    if isinstance(exc, TurnNotFoundError):
+        return problem_response(turn_not_found())
     if isinstance(exc, JobArchivedError):
         return problem_response(job_archived(exc.archived_at))
     if isinstance(exc, JobNotFoundError):
@@ -141,6 +149,16 @@ async def _on_ledger(request: Request, exc: Exception) -> Response:
         read = f"GET /v1/jobs/{exc.job_id}"
         error = cancel.refusal(exc.status, wait, read)
         return problem_response(not_cancellable(error, exc.envelope))
+    if isinstance(exc, NotDecidableError):
+        look = f"read the job (GET /v1/jobs/{exc.job_id}): its approval holds the first decision"
+        return problem_response(not_decidable(approvals.refusal(exc.cause, look), exc.envelope))
+    if isinstance(exc, SelfApprovalError):
+        return problem_response(
+            forbidden(
+                "approval:another-token",
+                "The token that submitted a call cannot approve or deny it.",
+            )
+        )
     if isinstance(exc, IdempotencyConflictError):
         return problem_response(
             invalid_input(

@@ -19,16 +19,17 @@ from starlette.responses import Response
 from api.auth import check_role, token_of
 from api.handlers import validation_problem
 from api.limits import json_of
-from api.models import SubmitAccepted, SubmitBody
+from api.models import DryRunAnswer, SubmitAccepted, SubmitBody
 from api.openapi import SUBMIT_DESCRIPTIONS, problems
 from api.problems import ApiProblem, forbidden, invalid_input, unknown_query
 from api.state import ApiState, state_of
 from ledger.access import ALL_ACCOUNTS
 from ledger.codes import Code, Status
-from ledger.decisions import Caller, JobRequest
-from ledger.errors import NotAuthenticatedError, RateLimitedError
+from ledger.decisions import Caller, JobRequest, check_turn
+from ledger.errors import InvalidEventError, NotAuthenticatedError, RateLimitedError
 from ledger.job_view import JobView
 from ledger.services import tokens
+from ledger.services.preflight import Preflight, preflight
 from ledger.services.submit import Submitted, submit
 from ledger.services.thread_hop import in_thread
 from ledger.tracing import TraceRecord, parse_traceparent
@@ -61,6 +62,11 @@ def poll_url(job_id: str) -> str:
     response_model=SubmitAccepted,
     summary="Submit a job: accepted (202) or refused with its recorded job_id",
     responses={
+        200: {
+            "model": DryRunAnswer,
+            "description": "A dry run (`dry_run: true`): what the decision would be; nothing "
+            "was recorded",
+        },
         202: {
             "headers": {
                 "Location": {
@@ -86,8 +92,15 @@ async def submit_job(request: Request) -> Response:
     # One thread hop for the token's check and the decision (the hottest route: a dependency
     # would cost a hop and a resolution of its own). The token is checked first: a caller
     # without one learns nothing about the body.
-    asked = Asked(headers.get("idempotency-key"), request.url.query)
+    asked = Asked(
+        headers.get("idempotency-key"),
+        request.url.query,
+        headers.get("outcomes-turn"),
+        headers.get("outcomes-turn-halt"),
+    )
     submitted = await in_thread(_submit, state, token, content_type, content, trace, asked)
+    if isinstance(submitted, Preflight):  # a dry run: nothing was recorded
+        return Response(orjson.dumps(submitted.as_json()), 200, media_type="application/json")
     return answer(submitted.view)
 
 
@@ -98,6 +111,8 @@ class Asked:
 
     idempotency_key: str | None = None
     query: str = ""
+    turn: str | None = None  # `Outcomes-Turn` (docs/turns.md)
+    turn_halt: str | None = None  # `Outcomes-Turn-Halt`: `on-failure`, or absent
 
 
 def _submit(
@@ -107,7 +122,7 @@ def _submit(
     content: bytes,
     trace: TraceRecord | None = None,
     asked: Asked | None = None,
-) -> Submitted:
+) -> Submitted | Preflight:
     # Admitted without a read when this process knows the token: the decision's append
     # re-checks that it is not revoked (`recheck_token`), so a revoked token records nothing.
     agent = state.tokens.admit(token)
@@ -120,6 +135,7 @@ def _submit(
             unknown = sorted({key for key, _ in parse_qsl(asked.query, keep_blank_values=True)})
             raise unknown_query(unknown or [asked.query], [])
         body = _parse(json_of(content_type, content), asked.idempotency_key)
+        turn, halt = turn_of(asked.turn, asked.turn_halt)
     except ApiProblem:
         # Nothing will be written to re-check the token: a revoked one hears 401, not this.
         _still_good(state, token)
@@ -136,7 +152,12 @@ def _submit(
         idempotency_key=body.idempotency_key,
         start_within_s=body.start_within_s,
         budget_bytes=body.budget_bytes,
+        turn=turn,
+        halt_on_failure=halt,
     )
+    if body.dry_run:
+        _still_good(state, token)  # nothing is written to re-check the token: a read
+        return preflight(state.ledger, caller, job, state.outbox)
     try:
         return submit(state.ledger, caller, job, state.outbox, trace)
     except NotAuthenticatedError:
@@ -147,6 +168,28 @@ def _submit(
         # 429 (a read only for a submit already refused).
         _still_good(state, token)
         raise
+
+
+def turn_of(turn: str | None, halt: str | None) -> tuple[str | None, bool]:
+    """The `Outcomes-Turn` and `Outcomes-Turn-Halt` headers (docs/turns.md), checked."""
+    if halt is not None and halt.strip().lower() != "on-failure":
+        raise invalid_input(
+            "Outcomes-Turn-Halt takes one value: on-failure.",
+            fix="send Outcomes-Turn-Halt: on-failure, or no such header",
+        )
+    if turn is None:
+        if halt is not None:
+            raise invalid_input(
+                "Outcomes-Turn-Halt needs the turn it halts.", fix="send Outcomes-Turn too"
+            )
+        return None, False
+    try:
+        return check_turn(turn.strip()), halt is not None
+    except InvalidEventError as exc:
+        raise invalid_input(
+            f"The Outcomes-Turn header is not a turn id: {exc}.",
+            fix="send 1 to 128 letters, digits, '.', '_', ':' or '-'",
+        ) from None
 
 
 def _still_good(state: ApiState, token: str) -> None:
@@ -179,9 +222,10 @@ def _parse(document: Any, header_key: str | None = None) -> SubmitBody:
 def answer(view: JobView) -> Response:
     """The decision's answer; a replay gives the same one (same status, same job_id)."""
     if view.accepted:
+        parked = view.approval is not None  # waits for a person first (docs/approvals.md)
         body = {
             "job_id": view.job_id,
-            "status": Status.QUEUED.value,
+            "status": (Status.AWAITING_APPROVAL if parked else Status.QUEUED).value,
             "poll_url": poll_url(view.job_id),
         }
         headers = {"Location": poll_url(view.job_id)}

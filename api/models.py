@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic_core import PydanticCustomError
 
 from ledger import identifiers
 from ledger.codes import Code, Status
+from ledger.error_info import ErrorInfo
 from ledger.job_view import JobEnvelope
 from ledger.queueing import MAX_START_WITHIN_S, MIN_START_WITHIN_S
 
@@ -94,12 +95,32 @@ class SubmitBody(BaseModel):
             "its envelope's `budget` says what was left out",
         ),
     ] = None
+    dry_run: bool = Field(
+        default=False,
+        strict=True,
+        description="true: answer 200 {would: accepted|awaiting_approval|refused, error, "
+        "approval} and record nothing, count no quota (docs/turns.md)",
+    )
 
 
 class SubmitAccepted(Documented):
     job_id: uuid.UUID
     status: Status
     poll_url: str
+
+
+class DryRunApproval(BaseModel):
+    reason: str
+
+
+class DryRunAnswer(Documented):
+    """`POST /v1/jobs` with `dry_run: true`: what the decision would be now; nothing recorded."""
+
+    would: Literal["accepted", "awaiting_approval", "refused"]
+    error: ErrorInfo | None = Field(description="The refusal it would record, if refused")
+    approval: DryRunApproval | None = Field(
+        description="Why a person would have to approve it, if it would be parked"
+    )
 
 
 class ByRole(BaseModel):

@@ -35,6 +35,7 @@ TITLES = {
     Code.TOOL_CRASHED: "Tool crashed",
     Code.DEADLINE_EXCEEDED: "Deadline exceeded",
     Code.NOT_CANCELLABLE: "Not cancellable",
+    Code.NOT_DECIDABLE: "Not decidable",
 }
 
 
@@ -61,6 +62,12 @@ class NotCancellableProblem(Problem):
     """A cancel refused: the job had started or ended, and was left as it is."""
 
     job: JobEnvelope = Field(description="The job's envelope as the cancel found it")
+
+
+class NotDecidableProblem(Problem):
+    """An approval decision refused: the job was not awaiting one, and was left as it is."""
+
+    job: JobEnvelope = Field(description="The job's envelope; its `approval`, the first decision")
 
 
 class ApiProblem(Exception):
@@ -168,6 +175,22 @@ def not_cancellable(error: ErrorInfo, job: Mapping[str, Any]) -> ApiProblem:
     """409: the job had started or ended; nothing was changed. `job`: its envelope (`job_id`
     stays null: this request recorded nothing)."""
     return ApiProblem(409, error, members={"job": job})
+
+
+def not_decidable(error: ErrorInfo, job: Mapping[str, Any]) -> ApiProblem:
+    """409: the job is not awaiting approval (decided before: `job`'s approval says how)."""
+    return ApiProblem(409, error, members={"job": job})
+
+
+def turn_not_found() -> ApiProblem:
+    error = ErrorInfo(
+        code=Code.REFERENCE_UNRESOLVED,
+        dependency="ledger",
+        operation="read the turn",
+        fix="use the turn id sent as Outcomes-Turn with this account's calls",
+        message="No call of this account names this turn.",
+    )
+    return ApiProblem(404, error)
 
 
 def webhook_not_found() -> ApiProblem:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from cli.approval_commands import approvals
 from cli.archive_commands import archive
 from cli.audit_commands import audit
 from cli.brake_commands import brake
@@ -17,6 +18,7 @@ from cli.serve_commands import serve
 from cli.status_commands import status
 from cli.token_commands import tokens
 from cli.tool_commands import tools
+from cli.turn_commands import turns
 from cli.webhook_commands import webhooks_group
 from cli.worker_commands import worker
 from observability.logs import install_if_json
@@ -41,6 +43,8 @@ cli.add_command(worker)
 cli.add_command(reconcile)
 cli.add_command(brake)
 cli.add_command(jobs)
+cli.add_command(approvals)
+cli.add_command(turns)
 cli.add_command(tokens)
 cli.add_command(serve)
 cli.add_command(status)

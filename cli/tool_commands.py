@@ -42,6 +42,7 @@ def list_command(as_json: bool) -> None:
         quota = f" quota {entry.quota.limit}/{entry.quota.window_s}s" if entry.quota else ""
         state = "enabled" if entry.enabled else "disabled"
         spends = " spends" if entry.spends else ""
+        spends += f" approval:{entry.approval}" if entry.approval else ""
         summary = entry.description.splitlines()[0] if entry.description else ""
         click.echo(f"{entry.name}  {state}{spends}{quota}  {summary}".rstrip())
     if not entries:

@@ -48,3 +48,11 @@ class LedgerUnavailable(ConsoleError):
 
     status = 503
     title = "The ledger is not answering"
+
+
+class NotForRole(ConsoleError):
+    """A page this viewer's role does not open (an approver on the staff pages, an auditor on
+    the approvals page)."""
+
+    status = 403
+    title = "Not for this token"

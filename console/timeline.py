@@ -45,8 +45,22 @@ def _describe(kind: str, actor: str, data: dict[str, Any]) -> tuple[str, str, st
     attempt = data.get("attempt")
     error = data.get("error") or {}
     code = error.get("code", "")
+    if kind == "job.accepted" and data.get("approval"):
+        approval = data["approval"]
+        return (
+            "decision",
+            "Accepted, awaiting approval",
+            f"{data.get('tool')} for {data.get('account')}: {approval.get('reason')} "
+            f"(until {approval.get('expires_at')})",
+        )
     if kind == "job.accepted":
         return "decision", "Accepted", f"{data.get('tool')} for {data.get('account')}"
+    if kind == "job.approval_decided":
+        return (
+            "decision",
+            f"Approval: {data.get('decision')}",
+            f"by {data.get('role')} token {data.get('token_id')}: {data.get('reason')}",
+        )
     if kind == "job.refused":
         return "decision", "Refused", f"{code}: {error.get('message', '')}"
     if kind == "work.started":
@@ -61,6 +75,8 @@ def _describe(kind: str, actor: str, data: dict[str, Any]) -> tuple[str, str, st
             f"Attempt {attempt} failed, retry scheduled",
             f"{code}, fingerprint {data.get('fingerprint') or '—'}, due {data.get('due_at')}",
         )
+    if kind == "work.halted" and error.get("cause") in ("approval_denied", "approval_expired"):
+        return "halt", "Never ran", f"{code}: {error.get('message', '')}"
     if kind == "work.halted":
         return "halt", f"Attempt {attempt} halted", f"{code}: {error.get('message', '')}"
     if kind in OUTCOMES:

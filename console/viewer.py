@@ -8,12 +8,14 @@ from typing import cast
 
 from starlette.requests import Request
 
-from console.errors import SignInRequired
+from console.errors import NotForRole, SignInRequired
 from console.sessions import COOKIE, Sessions
-from ledger.access import account_scope
+from ledger.access import DETAIL_ROLES, account_scope
+from ledger.dispatch import Dispatcher
 from ledger.errors import NotAuthenticatedError
 from ledger.services import tokens
 from ledger.services.ledger import Ledger
+from ledger.services.outbox import Outbox
 from ledger.token_view import TokenView
 
 
@@ -26,6 +28,8 @@ class ConsoleState:
     sessions: Sessions
     cookie_secure: bool = False  # OUTCOMES_COOKIE_SECURE: Secure whatever the scheme seen
     allowed_origins: frozenset[str] = frozenset()  # OUTCOMES_ALLOWED_ORIGINS
+    # The API's outbox (or dispatcher): an approval decided here is published at once.
+    dispatcher: Dispatcher | Outbox | None = None
 
 
 @dataclass(frozen=True)
@@ -56,8 +60,10 @@ def state_of(request: Request) -> ConsoleState:
     return cast(ConsoleState, request.app.state.console)
 
 
-def viewer_of(request: Request) -> Viewer:
-    """The signed-in viewer (blocking: one ledger read); SignInRequired otherwise."""
+def viewer_of(request: Request, roles: tuple[str, ...] = DETAIL_ROLES) -> Viewer:
+    """The signed-in viewer (blocking: one ledger read); SignInRequired otherwise, and
+    NotForRole for a token whose role this page is not for (an approver signs in for the
+    approvals page alone)."""
     state = state_of(request)
     sid = request.cookies.get(COOKIE)
     session = state.sessions.get(sid)
@@ -68,4 +74,6 @@ def viewer_of(request: Request) -> Viewer:
     except NotAuthenticatedError:
         state.sessions.close(sid)
         raise SignInRequired("That token was revoked: sign in again.") from None
+    if token.role not in roles:
+        raise NotForRole(f"This page is for {' and '.join(roles)} tokens.")
     return Viewer(token)

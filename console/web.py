@@ -11,8 +11,7 @@ scoped to the viewer's account."""
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any, ParamSpec, TypeVar
 from urllib.parse import parse_qs
@@ -24,16 +23,16 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
 from starlette.staticfiles import StaticFiles
 
+from console import approvals
 from console.chart import chart
 from console.errors import (
     BadRequest,
     ConsoleError,
-    CrossSiteForm,
     LedgerUnavailable,
-    PageNotFound,
     SignInRequired,
 )
 from console.filters import PAGE_SIZE, read_query
+from console.guards import guarded, refuse_cross_site
 from console.render import SECURITY_HEADERS, fragment, page
 from console.sessions import COOKIE, PATH, Sessions
 from console.timeline import steps
@@ -41,19 +40,19 @@ from console.viewer import ConsoleState, Viewer, state_of, viewer_of
 from ledger.access import DETAIL_ROLES
 from ledger.clock import now
 from ledger.codes import REQUEST_CODES, Code, Status
+from ledger.dispatch import Dispatcher
 from ledger.errors import (
-    JobNotFoundError,
     NotAuthenticatedError,
-    SchemaMissingError,
     StorageError,
 )
 from ledger.job_view import JobView, envelope
 from ledger.public import public_event
 from ledger.queries import EventFilter, JobFilter
 from ledger.services import audit, brakes, jobs, silence, tokens, verifications
+from ledger.services.approvals import APPROVAL_ROLES
 from ledger.services.ledger import Ledger
+from ledger.services.outbox import Outbox
 from ledger.settings import Settings
-from ledger.web_origins import origin_allowed
 
 router = APIRouter(prefix=PATH, include_in_schema=False)
 P = ParamSpec("P")
@@ -73,38 +72,24 @@ BRAKE_COMMANDS = (
 )
 
 
-def mount(app: FastAPI, ledger: Ledger, settings: Settings) -> None:
-    """Serve the console from `app` over `ledger`."""
+def mount(
+    app: FastAPI, ledger: Ledger, settings: Settings, dispatcher: Dispatcher | Outbox | None = None
+) -> None:
+    """Serve the console from `app` over `ledger`; `dispatcher` publishes what an approver
+    approves here (the API's outbox)."""
     app.state.console = ConsoleState(
         ledger,
         Sessions(),
         cookie_secure=settings.cookie_secure,
         allowed_origins=settings.allowed_origins,
+        dispatcher=dispatcher,
     )
     app.include_router(router)
+    app.include_router(approvals.router)
     app.mount(
         f"{PATH}/static", StaticFiles(packages=[("console", "static")]), name="console-static"
     )
     app.add_exception_handler(ConsoleError, _on_console_error)
-
-
-def guarded(route: Callable[P, R]) -> Callable[P, R]:
-    """The ledger's errors as console pages (the API's handlers would answer problem+json)."""
-
-    @functools.wraps(route)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return route(*args, **kwargs)
-        except NotAuthenticatedError:
-            raise SignInRequired("Sign in with an operator or auditor token.") from None
-        except JobNotFoundError:
-            raise PageNotFound("No such job (or not one of your account's).") from None
-        except SchemaMissingError:
-            raise LedgerUnavailable("The ledger has no tables yet: run outcomes migrate.") from None
-        except StorageError:
-            raise LedgerUnavailable("The ledger did not answer; reload in a moment.") from None
-
-    return wrapper
 
 
 async def _on_console_error(request: Request, exc: Exception) -> Response:
@@ -131,7 +116,7 @@ def sign_in_page(request: Request) -> Response:
 
 @router.post("/sign-in")
 async def sign_in(request: Request) -> Response:
-    _refuse_cross_site(request)
+    refuse_cross_site(request)
     token = await _posted_token(request)
     state = state_of(request)
     try:
@@ -141,9 +126,11 @@ async def sign_in(request: Request) -> Response:
         return page("sign_in.html", 401, viewer=None, message=message)
     except StorageError:
         raise LedgerUnavailable("The ledger did not answer; try again in a moment.") from None
-    if found.role not in DETAIL_ROLES:
+    if found.role not in (*DETAIL_ROLES, *APPROVAL_ROLES):
         return page("refused.html", 403, viewer=None)
-    answer = RedirectResponse(f"{PATH}/jobs", status_code=303, headers=SECURITY_HEADERS)
+    # An approver's console is the approvals page (docs/approvals.md).
+    first = "approvals" if found.role not in DETAIL_ROLES else "jobs"
+    answer = RedirectResponse(f"{PATH}/{first}", status_code=303, headers=SECURITY_HEADERS)
     # A new id each time; the browser's old session and the token's others end here.
     sid = state.sessions.open(found, replacing=request.cookies.get(COOKIE))
     answer.set_cookie(
@@ -154,7 +141,7 @@ async def sign_in(request: Request) -> Response:
 
 @router.post("/sign-out")
 def sign_out(request: Request) -> Response:
-    _refuse_cross_site(request)
+    refuse_cross_site(request)
     state_of(request).sessions.close(request.cookies.get(COOKIE))
     answer = RedirectResponse(f"{PATH}/sign-in", status_code=303, headers=SECURITY_HEADERS)
     answer.delete_cookie(
@@ -167,25 +154,6 @@ def _secure(request: Request) -> bool:
     """`Secure` when set so (behind a proxy that terminates TLS) or when the request came over
     HTTPS (as uvicorn sees it: X-Forwarded-Proto counts only from OUTCOMES_FORWARDED_ALLOW_IPS)."""
     return state_of(request).cookie_secure or request.url.scheme == "https"
-
-
-def _refuse_cross_site(request: Request) -> None:
-    """A browser says where a form came from: `Sec-Fetch-Site` (set by the browser itself,
-    never by a page) where it sends one, else `Origin`. Neither: a program, not a page."""
-    fetch_site = request.headers.get("sec-fetch-site", "").lower()
-    if fetch_site in ("same-origin", "none"):  # the console's page, or the user's own act
-        return
-    origin = request.headers.get("origin")
-    if fetch_site == "cross-site" or (
-        origin is not None
-        and not origin_allowed(
-            origin,
-            request.headers.get("host"),
-            request.url.scheme,
-            state_of(request).allowed_origins,
-        )
-    ):
-        raise CrossSiteForm("This form was sent from another site's page: nothing was done.")
 
 
 async def _posted_token(request: Request) -> str:
@@ -280,6 +248,7 @@ def job_page(request: Request, job_id: str) -> Response:
         "Timeout (s)": view.timeout_s if view.accepted else None,
         "Dispatches": view.dispatches if view.accepted else NEVER_DISPATCHED,
         "Last fingerprint": view.last_fingerprint,
+        "Turn": view.turn,  # its page: /console/turns/<account>/<turn>
     }
     if not view.terminal:  # a closed job's last lease and retry time no longer mean anything
         staff |= {"Lease expires": view.lease_expires_at, "Retry due": view.due_at}

@@ -9,8 +9,11 @@ import secrets
 from ledger.errors import TokenError
 from ledger.identifiers import unsafe_character
 
-ROLES = ("agent", "operator", "auditor")
+ROLES = ("agent", "operator", "auditor", "approver")
 DETAIL_ROLES = ("operator", "auditor")  # may read raw failure detail; agents may not
+# May hold `*` (a whole deployment): every role but the agent's (an approver decides parked
+# calls, docs/approvals.md).
+WIDE_ROLES = ("operator", "auditor", "approver")
 ALL_ACCOUNTS = "*"  # operators and auditors of a whole deployment; never an agent's account
 # \A and \Z, not ^ and $: `$` also matches before a final newline, and 'acme\n' would be a
 # second account that shows as 'acme'. Checked with fullmatch all the same.
@@ -39,13 +42,13 @@ def validate_role(role: str) -> str:
 
 def admissible(account: str, role: str) -> bool:
     """`*` reads every account: an operator's or auditor's scope, never an agent's."""
-    return account != ALL_ACCOUNTS or role in DETAIL_ROLES
+    return account != ALL_ACCOUNTS or role in WIDE_ROLES
 
 
 def validate_scope(account: str, role: str) -> None:
     if not admissible(account, role):
         raise TokenError(
-            f"{role} tokens belong to one account; '*' is for {' and '.join(DETAIL_ROLES)}s"
+            f"{role} tokens belong to one account; '*' is for {', '.join(WIDE_ROLES)} tokens"
         )
 
 

@@ -21,6 +21,9 @@ class Code(StrEnum):
     DEADLINE_EXCEEDED = "DEADLINE_EXCEEDED"
     # A request's refusal, never a job's outcome: a cancel of a job that already started.
     NOT_CANCELLABLE = "NOT_CANCELLABLE"
+    # A request's refusal too: an approval decision on a job not awaiting one (decided before,
+    # cancelled, expired, or never parked).
+    NOT_DECIDABLE = "NOT_DECIDABLE"
 
 
 TOOL_FAILURE_CODES = frozenset(
@@ -35,10 +38,12 @@ TOOL_FAILURE_CODES = frozenset(
 
 
 # Codes that refuse a request about a job and leave the job as it was: no job ends with one.
-REQUEST_CODES = frozenset({Code.NOT_CANCELLABLE})
+REQUEST_CODES = frozenset({Code.NOT_CANCELLABLE, Code.NOT_DECIDABLE})
 
 
 class Status(StrEnum):
+    # Parked until a person approves it (docs/approvals.md): open, nothing ran, not dispatched.
+    AWAITING_APPROVAL = "awaiting_approval"
     QUEUED = "queued"
     RUNNING = "running"
     RETRYING = "retrying"
@@ -53,7 +58,7 @@ class Status(StrEnum):
         return self not in _OPEN
 
 
-_OPEN = frozenset({Status.QUEUED, Status.RUNNING, Status.RETRYING})
+_OPEN = frozenset({Status.AWAITING_APPROVAL, Status.QUEUED, Status.RUNNING, Status.RETRYING})
 
 
 class NextAction(StrEnum):
@@ -71,7 +76,15 @@ class OutcomeMissingCause(StrEnum):
     NO_OUTCOME_RETURNED = "no_outcome_returned"
 
 
+class ApprovalCause(StrEnum):
+    """Why a parked call ended refused without running (docs/approvals.md)."""
+
+    DENIED = "approval_denied"  # ACCESS_DENIED: a person said no
+    EXPIRED = "approval_expired"  # DEADLINE_EXCEEDED: nobody decided by its expires_at
+
+
 _BY_STATUS = {
+    Status.AWAITING_APPROVAL: NextAction.WAIT,
     Status.QUEUED: NextAction.WAIT,
     Status.RUNNING: NextAction.WAIT,
     Status.RETRYING: NextAction.WAIT,

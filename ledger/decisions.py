@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import math
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -45,6 +46,9 @@ class JobRequest:
     # idempotency key names, like how long a caller waits for the answer.
     start_within_s: float | None = None
     budget_bytes: int | None = None  # the agent's budget for the answer (at most the tool's)
+    # The agent's turn (`Outcomes-Turn`, docs/turns.md): not part of the body either.
+    turn: str | None = None
+    halt_on_failure: bool = False  # `Outcomes-Turn-Halt: on-failure`
 
     def __post_init__(self) -> None:
         """A tool name or key that could pass for another is refused before anything is
@@ -52,6 +56,8 @@ class JobRequest:
         check("the tool name", self.tool)
         if self.idempotency_key is not None:
             check("the idempotency key", self.idempotency_key)
+        if self.turn is not None:
+            check_turn(self.turn)
 
     def fingerprint(self, key: bytes) -> str:
         """Same key + same body replays; same key + another body is a conflict. An HMAC under
@@ -76,6 +82,20 @@ class JobRequest:
             return orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
         except orjson.JSONEncodeError as exc:
             raise InvalidEventError(f"job args are not JSON: {exc}") from None
+
+
+TURN_PATTERN = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._:-]{0,127}\Z")
+
+
+def check_turn(turn: str) -> str:
+    """A turn id (docs/turns.md): 1 to 128 characters of letters, digits and `._:-`, starting
+    with a letter or digit; InvalidEventError otherwise (nothing is recorded)."""
+    if not TURN_PATTERN.fullmatch(turn):
+        raise InvalidEventError(
+            "the turn id must be 1 to 128 letters, digits, '.', '_', ':' or '-', "
+            "starting with a letter or a digit"
+        )
+    return turn
 
 
 def tool_refusal(spec: ToolSpec | None, caller: Caller, request: JobRequest) -> ErrorInfo | None:

@@ -27,8 +27,11 @@ driver type.
     │   ├── TokenError                  bad account/role, unknown token
     │   ├── NotAuthenticatedError       no valid token
     │   ├── JobNotFoundError            unknown job, or not this caller's
-    │   │   └── JobArchivedError            the caller's job, archived (410)
+    │   │   ├── JobArchivedError            the caller's job, archived (410)
+    │   │   └── TurnNotFoundError           no call of the caller's account in this turn
     │   ├── NotCancellableError         a cancel of a job that already started or ended
+    │   ├── NotDecidableError           an approval decision on a job not awaiting one
+    │   ├── SelfApprovalError           the token that submitted a job deciding its approval
     │   ├── NotAnAgentError             a token that may read but not submit jobs
     │   ├── ToolNotGrantedError         a tool-limited token acting on another tool's job
     │   ├── InvalidCursorError          a changes-feed cursor this ledger did not issue
@@ -213,6 +216,11 @@ class JobNotFoundError(RequestError):
         self.job_id = job_id
 
 
+class TurnNotFoundError(JobNotFoundError):
+    """No call of this account names this turn (docs/turns.md): an unknown turn and another
+    account's answer the same."""
+
+
 class JobArchivedError(JobNotFoundError):
     """The caller's own job, archived out of the database (`outcomes archive`): its events
     and view are in the archive's files. Another account's archived job is a plain
@@ -244,6 +252,26 @@ class NotCancellableError(RequestError):
         self.job_id = job_id
         self.status = status
         self.envelope = envelope
+
+
+class NotDecidableError(RequestError):
+    """An approval decision on a job that is not awaiting one (docs/approvals.md): decided
+    before (`cause` that decision), cancelled, expired, or never parked. Nothing was changed;
+    `envelope` is the job's envelope, its `approval` the first decision."""
+
+    def __init__(self, job_id: str, cause: str, envelope: dict[str, Any]) -> None:
+        super().__init__(f"job {job_id} is not awaiting approval ({cause})")
+        self.job_id = job_id
+        self.cause = cause
+        self.envelope = envelope
+
+
+class SelfApprovalError(RequestError):
+    """The token that submitted a parked job may not decide its approval."""
+
+    def __init__(self, job_id: str) -> None:
+        super().__init__(f"the token that submitted job {job_id} cannot decide its approval")
+        self.job_id = job_id
 
 
 class NotAnAgentError(RequestError):

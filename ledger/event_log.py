@@ -96,6 +96,16 @@ def finding_cause(payload: Payload) -> str:
     return str(cause) if cause else "dispatch_deadline"
 
 
+def approval(view: JobView, status: str) -> None:
+    """A call parked for a person's approval (`awaiting_approval`), or that person's decision
+    (`approved`, `denied`, `expired`): docs/approvals.md."""
+    _emit("approval", _job(view) | {"status": status})
+
+
+def approval_requested(view: JobView) -> None:
+    approval(view, "awaiting_approval")
+
+
 def brake(view: BrakeView, action: str) -> None:
     fields = {"brake_id": view.brake_id, "scope": view.scope, "operator": view.operator}
     if action == "released":

@@ -45,6 +45,15 @@ class Payload(BaseModel):
 # --- job stream: the decision -------------------------------------------------------------
 
 
+class ApprovalAsk(BaseModel):
+    """A call parked for a person (docs/approvals.md): why, and until when it may wait."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    reason: str
+    expires_at: datetime  # refused (approval_expired) if nobody decides before
+
+
 class JobAccepted(Payload):
     type: Literal["job.accepted"] = "job.accepted"
     account: str
@@ -65,6 +74,12 @@ class JobAccepted(Payload):
     # The job's trace (ledger.tracing): the worker's spans continue it. None: recorded with
     # no trace context (no caller's `traceparent`, tracing off), or before traces were.
     trace: TraceRecord | None = _added()
+    # Set when the tool asked a person to approve this call first: it waits, undispatched,
+    # until `job.approval_decided` (docs/approvals.md).
+    approval: ApprovalAsk | None = _added()
+    turn: str | None = _added()  # the agent's turn (`Outcomes-Turn`, docs/turns.md)
+    # `Outcomes-Turn-Halt: on-failure`: a failed or unknown spending call halts the turn.
+    turn_halt: bool | None = _added()
 
 
 class JobRefused(Payload):
@@ -78,6 +93,20 @@ class JobRefused(Payload):
     error: ErrorInfo
     secret_paths: list[str] | None = _added()  # as in JobAccepted
     trace: TraceRecord | None = _added()  # as in JobAccepted
+    turn: str | None = _added()  # as in JobAccepted
+
+
+class JobApprovalDecided(Payload):
+    """A person's decision on a parked call (docs/approvals.md): `approved` dispatches it,
+    `denied` is followed in the same append by its outcome (`work.halted`, ACCESS_DENIED,
+    cause `approval_denied`). The event's actor is the deciding token's id."""
+
+    type: Literal["job.approval_decided"] = "job.approval_decided"
+    decision: Literal["approved", "denied"]
+    reason: str
+    token_id: str  # the deciding token
+    account: str  # the deciding token's account (`*`: the whole deployment)
+    role: str  # approver or operator
 
 
 # --- job stream: the work -----------------------------------------------------------------
@@ -240,6 +269,7 @@ class WebhookDisabled(Payload):
 AnyPayload = Annotated[
     JobAccepted
     | JobRefused
+    | JobApprovalDecided
     | WorkStarted
     | WorkSucceeded
     | WorkDeclined
@@ -265,6 +295,7 @@ JOB_EVENT_TYPES = frozenset(
     {
         "job.accepted",
         "job.refused",
+        "job.approval_decided",
         "work.started",
         "work.succeeded",
         "work.declined",

@@ -11,12 +11,13 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ledger.budget import BudgetNote
-from ledger.codes import Code, NextAction, OutcomeMissingCause, Status, next_action
+from ledger.codes import ApprovalCause, Code, NextAction, OutcomeMissingCause, Status, next_action
 from ledger.error_info import ErrorInfo
 from ledger.errors import JobStreamError
 from ledger.events import (
     Cancellation,
     JobAccepted,
+    JobApprovalDecided,
     JobOutcomeMissing,
     JobRedispatched,
     JobRefused,
@@ -42,6 +43,21 @@ class PartialInfo(BaseModel):
     processed: int
     skipped: list[str]
     total: int | None
+
+
+class Approval(BaseModel):
+    """A parked call's approval (docs/approvals.md), as the envelope shows it: why it waits
+    for a person, until when, and (once decided) who decided what, when and why."""
+
+    model_config = ConfigDict(frozen=True)
+
+    reason: str
+    requested_at: datetime
+    expires_at: datetime
+    decision: Literal["approved", "denied", "expired"] | None = None
+    decided_by: str | None = None  # the deciding token's id; `reconciler` for an expiry
+    decided_at: datetime | None = None
+    decision_reason: str | None = None
 
 
 class JobView(BaseModel):
@@ -87,6 +103,12 @@ class JobView(BaseModel):
     # Cancelled by its caller before it started (docs/cancel.md): who, and why.
     cancelled: Cancellation | None = Field(None, exclude_if=lambda v: v is None)
     trace: TraceRecord | None = Field(None, exclude_if=lambda v: v is None)  # the decision's
+    # Parked for a person's approval (docs/approvals.md), and the agent's turn (docs/turns.md).
+    approval: Approval | None = Field(None, exclude_if=lambda v: v is None)
+    turn: str | None = Field(None, exclude_if=lambda v: v is None)
+    turn_halt: bool | None = Field(None, exclude_if=lambda v: v is None)
+    # The submitting token's id, kept for a parked job: it may not approve its own call.
+    submitted_by: str | None = Field(None, exclude_if=lambda v: v is None)
 
     @property
     def terminal(self) -> bool:
@@ -139,6 +161,11 @@ class JobEnvelope(BaseModel):
     budget: BudgetNote | None = Field(
         description="Null when the answer came back whole; else how it was cut to fit"
     )
+    approval: Approval | None = Field(
+        None,
+        description="Null unless the tool asked a person to approve this call "
+        "(docs/approvals.md): why, until when, and the decision once made",
+    )
 
 
 def envelope(view: JobView, waiting: Waiting | None = None) -> JobEnvelope:
@@ -160,6 +187,7 @@ def envelope(view: JobView, waiting: Waiting | None = None) -> JobEnvelope:
         late_outcomes=[public_outcome(late) for late in view.late_outcomes],
         waiting=waiting,
         budget=view.budget,
+        approval=view.approval,
     )
 
 
@@ -173,7 +201,34 @@ def evolve(view: JobView | None, event: RecordedEvent) -> JobView:
         "head_hash": event.hash,
         "updated_at": event.recorded_at,
     }
-    return view.model_copy(update=stamp | _change(view, payload))
+    if isinstance(payload, JobApprovalDecided):
+        if view.terminal:
+            raise JobStreamError(f"job {view.job_id}: {payload.type} after a terminal event")
+        return view.model_copy(update=stamp | _decided(view, payload, event.recorded_at))
+    update = stamp | _change(view, payload)
+    if isinstance(payload, WorkHalted) and view.approval is not None:
+        update |= _approval_closed(view, event, payload)
+    return view.model_copy(update=update)
+
+
+def _approval_closed(view: JobView, event: RecordedEvent, payload: WorkHalted) -> dict[str, Any]:
+    """A parked call's outcome without running: denied (the decision event came just before)
+    or expired (the reconciler's, with no decision event). Recorded by who ended it."""
+    cause = payload.error.cause
+    if cause == ApprovalCause.EXPIRED.value:
+        assert view.approval is not None
+        expired = view.approval.model_copy(
+            update={
+                "decision": "expired",
+                "decided_by": event.actor,
+                "decided_at": event.recorded_at,
+                "decision_reason": "nobody decided before it expired",
+            }
+        )
+        return {"approval": expired, "recorded_by": "reconciler"}
+    if cause == ApprovalCause.DENIED.value:
+        return {"recorded_by": "api"}
+    return {}
 
 
 def _first(event: RecordedEvent, payload: Payload) -> JobView:
@@ -186,11 +241,24 @@ def _first(event: RecordedEvent, payload: Payload) -> JobView:
         "updated_at": event.recorded_at,
     }
     if isinstance(payload, JobAccepted):
+        approval = None
+        start_by = _after(event.recorded_at, payload.start_within_s)
+        if payload.approval is not None:
+            approval = Approval(
+                reason=payload.approval.reason,
+                requested_at=event.recorded_at,
+                expires_at=payload.approval.expires_at,
+            )
+            start_by = payload.approval.expires_at  # what the reconciler closes it by, parked
         return JobView(
             **common,
             account=payload.account,
             tool=payload.tool,
-            status=Status.QUEUED,
+            status=Status.AWAITING_APPROVAL if approval is not None else Status.QUEUED,
+            approval=approval,
+            submitted_by=event.actor if approval is not None else None,
+            turn=payload.turn,
+            turn_halt=payload.turn_halt,
             accepted=True,
             spends=payload.spends,
             max_attempts=payload.max_attempts,
@@ -199,7 +267,7 @@ def _first(event: RecordedEvent, payload: Payload) -> JobView:
             request_hash=payload.request_hash,
             args=payload.args,
             start_within_s=payload.start_within_s,
-            start_by=_after(event.recorded_at, payload.start_within_s),
+            start_by=start_by,
             secret_paths=payload.secret_paths,
             budget_bytes=payload.budget_bytes,
             trace=payload.trace,
@@ -217,6 +285,7 @@ def _first(event: RecordedEvent, payload: Payload) -> JobView:
             error=payload.error,
             secret_paths=payload.secret_paths,
             trace=payload.trace,
+            turn=payload.turn,
         )
     raise JobStreamError(f"{event.stream_id} starts with {event.type}, not a decision")
 
@@ -296,6 +365,28 @@ def _change(view: JobView, payload: Payload) -> dict[str, Any]:
             "recorded_by": "worker" if by_worker else "reconciler",
         }
     raise JobStreamError(f"job {view.job_id}: unexpected {payload.type}")
+
+
+def _decided(view: JobView, payload: JobApprovalDecided, at: datetime) -> dict[str, Any]:
+    if view.approval is None or view.approval.decision is not None:
+        raise JobStreamError(f"job {view.job_id}: {payload.type} on a job not awaiting approval")
+    decided = view.approval.model_copy(
+        update={
+            "decision": payload.decision,
+            "decided_by": payload.token_id,
+            "decided_at": at,
+            "decision_reason": payload.reason,
+        }
+    )
+    if payload.decision == "denied":
+        return {"approval": decided}  # its outcome (work.halted) follows in the same append
+    # Approved: it waits for a worker now, by the call's own start deadline.
+    return {
+        "approval": decided,
+        "status": Status.QUEUED,
+        "recorded_by": "api",
+        "start_by": _after(view.created_at, view.start_within_s),
+    }
 
 
 def _after(moment: datetime, seconds: float | None) -> datetime | None:

@@ -46,6 +46,7 @@ class JobFilter:
     since: datetime | None = None  # created at or after
     until: datetime | None = None  # created before
     spends: bool | None = None
+    turn: str | None = None  # the agent's turn (docs/turns.md): read from the job's view
 
     def matches(self, view: JobView) -> bool:
         """The filter as a predicate (the memory store's reading; SQL says it in its query)."""
@@ -60,6 +61,7 @@ class JobFilter:
             and (self.since is None or view.created_at >= self.since)
             and (self.until is None or view.created_at < self.until)
             and self.spends in (None, view.spends)
+            and self.turn in (None, view.turn)
         )
 
 

@@ -9,6 +9,8 @@ told as lost:
   epoch the message was confirmed under, or a worker took the delivery and could not claim
   it) → re-dispatch, recorded with that evidence; safe, because nothing ran. A message that
   was never confirmed is the outbox's to publish, not a finding;
+- parked for a person's approval and not decided by its `expires_at` → refused
+  (DEADLINE_EXCEEDED, `approval_expired`; docs/approvals.md): nothing ran;
 - started, no outcome, lease expired → OUTCOME_MISSING (`worker_lost`), or, for a tool that
   does not spend and has attempts left, the next attempt. A spending tool is never re-run.
 """
@@ -18,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from ledger.approvals import expired_outcome
 from ledger.codes import Code, OutcomeMissingCause, Status
 from ledger.error_info import ErrorInfo
 from ledger.events import JobOutcomeMissing, JobRedispatched, Payload, WorkRetryScheduled
@@ -85,6 +88,11 @@ def _judge(
     job: OpenJob, now: datetime, policy: ReconcilePolicy, epoch: str | None
 ) -> Finding | None:
     view = job.view
+    if view.status is Status.AWAITING_APPROVAL:
+        # Parked: its `start_by` is its approval's `expires_at` (ledger.job_view).
+        if view.start_by is not None and view.start_by <= now:
+            return Finding(view, expired_outcome(), dispatch=False)
+        return None
     if view.status in WAITING:
         deadline = start_deadline(view, policy.default_start_within_s)
         if deadline <= now:

@@ -103,6 +103,11 @@ class ToolContext:
 
 
 ToolFunction = Callable[[Any, ToolContext], Any]
+# `approval=fn`: given the call's validated arguments, the reason a person must look at this
+# call before it runs, or None when it needs no approval (docs/approvals.md).
+ApprovalRule = Callable[[Any], "str | None"]
+DEFAULT_APPROVAL_EXPIRES_S = 86400.0  # a day, capped by the call's own start deadline
+APPROVAL_ALWAYS_REASON = "this tool needs a person's approval for every call"
 
 
 @dataclass(frozen=True)
@@ -121,6 +126,33 @@ class ToolSpec:
     start_within_s: float = DEFAULT_START_WITHIN_S
     is_async: bool = False  # an `async def`: the worker awaits it on its event loop
     max_result_bytes: int = budget.DEFAULT_MAX_RESULT_BYTES
+    # A person approves its calls before they run: every call (True) or those a rule names.
+    approval: bool | ApprovalRule = False
+    approval_expires_s: float = DEFAULT_APPROVAL_EXPIRES_S
+    read_only: bool = False  # a pure read: no change anywhere (MCP's readOnlyHint)
+
+    @property
+    def approval_mode(self) -> str | None:
+        """What the catalog says: "always", "conditional" or None."""
+        if self.approval is True:
+            return "always"
+        return "conditional" if callable(self.approval) else None
+
+    def approval_reason(self, args: Any) -> str | None:
+        """Why this call must wait for a person (None: it need not). `args` is the validated
+        arguments model. A rule that raises parks the call all the same: a check that could
+        not say "no approval needed" has not said it."""
+        if self.approval is True:
+            return APPROVAL_ALWAYS_REASON
+        if not callable(self.approval):
+            return None
+        try:
+            reason = self.approval(args)
+        except Exception as exc:
+            return f"the tool's approval rule failed ({type(exc).__name__}), so a person decides"
+        if reason is None:
+            return None
+        return str(reason).strip()[:500] or APPROVAL_ALWAYS_REASON
 
 
 _REGISTRY: dict[str, ToolSpec] = {}
@@ -136,11 +168,17 @@ def tool(
     enabled: bool = True,
     start_within_s: float = DEFAULT_START_WITHIN_S,
     max_result_bytes: int = budget.DEFAULT_MAX_RESULT_BYTES,
+    approval: bool | ApprovalRule = False,
+    approval_expires_s: float = DEFAULT_APPROVAL_EXPIRES_S,
+    read_only: bool = False,
 ) -> Callable[[ToolFunction], ToolFunction]:
     """Register a tool. A spending tool is never retried (at most one `work.started`); its
     answers are kept within `max_result_bytes` of JSON (at most `budget.HARD_CAP_BYTES`). A
     job not started within `start_within_s` of its decision is closed as never started (a
-    caller may ask for less, never more)."""
+    caller may ask for less, never more). `approval=True` parks every call for a person's
+    approval, `approval=fn` the calls for which `fn(args)` names a reason; a parked call not
+    decided within `approval_expires_s` (capped by its start deadline) is refused.
+    `read_only=True` says the tool only reads (it cannot spend)."""
     if not TOOL_NAME.fullmatch(name):
         raise ConfigurationError(f"tool name {name!r} must look like 'area.verb_noun'")
     if timeout_s <= 0 or max_attempts < 1:
@@ -155,6 +193,16 @@ def tool(
             f"tool {name}: max_result_bytes must be from {budget.MIN_BUDGET_BYTES} to "
             f"{budget.HARD_CAP_BYTES}"
         )
+
+    if not (approval is True or approval is False or callable(approval)):
+        raise ConfigurationError(f"tool {name}: approval must be True, False or a function")
+    if not MIN_START_WITHIN_S <= approval_expires_s <= MAX_START_WITHIN_S:
+        raise ConfigurationError(
+            f"tool {name}: approval_expires_s must be from {MIN_START_WITHIN_S:g} to "
+            f"{MAX_START_WITHIN_S:g} seconds"
+        )
+    if read_only and spends:
+        raise ConfigurationError(f"tool {name}: a read_only tool cannot spend")
 
     def register(func: ToolFunction) -> ToolFunction:
         if inspect.isasyncgenfunction(func) or inspect.isgeneratorfunction(func):
@@ -172,6 +220,9 @@ def tool(
             is_async=inspect.iscoroutinefunction(func),
             start_within_s=float(start_within_s),
             max_result_bytes=max_result_bytes,
+            approval=approval,
+            approval_expires_s=float(approval_expires_s),
+            read_only=read_only,
         )
         existing = _REGISTRY.get(name)
         if existing is not None and existing.func.__qualname__ != func.__qualname__:

@@ -90,11 +90,13 @@ class DeliveryPolicy:
 
 @dataclass(frozen=True)
 class TerminalEvent:
-    """A job's terminal event, as the relay tails them."""
+    """A job's terminal event, as the relay tails them; or (`approval`) the decision of a call
+    parked for a person's approval, delivered as `approval.requested` (docs/approvals.md)."""
 
     position: int
     event_id: str
     job_id: str
+    approval: bool = False
 
 
 @dataclass(frozen=True)

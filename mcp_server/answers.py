@@ -150,6 +150,13 @@ def paragraph(shown: JobEnvelope, waited_s: float) -> str:
         fix = f" Fix: {sentence(error.fix)}" if error.fix else ""
         said = sentence(error.message)
         return f"{job} {shown.status.value} with {error.code.value}: {said}{fix} {action}"
+    if shown.status is Status.AWAITING_APPROVAL and shown.approval is not None:
+        return (
+            f"{job} is awaiting a person's approval: {sentence(shown.approval.reason)} It runs "
+            f"only once an approver approves it (until {shown.approval.expires_at.isoformat()})"
+            f"; that is not an error. Call {OUTCOME_GET} with job_id {shown.job_id!r} (and "
+            f"wait_s up to 60) to fetch its outcome. {action}"
+        )
     return (
         f"{job} is still {shown.status.value} after {spoken_seconds(waited_s)} s; that is not "
         f"an error. Call {OUTCOME_GET} with job_id {shown.job_id!r} (and wait_s up to 60) to "

@@ -11,7 +11,9 @@ SEPARATOR = "__"
 OUTCOME_GET = "outcome_get"
 OUTCOME_LIST = "outcome_list"
 OUTCOME_CANCEL = "outcome_cancel"
-LEDGER_TOOLS = (OUTCOME_GET, OUTCOME_LIST, OUTCOME_CANCEL)
+OUTCOME_TURN = "outcome_turn"
+OUTCOME_PREFLIGHT = "outcome_preflight"
+LEDGER_TOOLS = (OUTCOME_GET, OUTCOME_LIST, OUTCOME_CANCEL, OUTCOME_TURN, OUTCOME_PREFLIGHT)
 
 
 def mcp_name(tool: str) -> str | None:

@@ -28,7 +28,7 @@ from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel, Field, ValidationError
 
 from ledger.access import account_scope
-from ledger.codes import Code
+from ledger.codes import Code, Status
 from ledger.decisions import JobRequest, args_refusal
 from ledger.dispatch import Dispatcher
 from ledger.error_info import ErrorInfo
@@ -50,7 +50,7 @@ from ledger.services.settle import settle
 from ledger.services.submit import submit
 from ledger.token_view import TokenView
 from ledger.tracing import TraceRecord, parse_traceparent
-from mcp_server import tasks
+from mcp_server import people, tasks
 from mcp_server.answers import (
     envelope_schema,
     error_result,
@@ -59,8 +59,24 @@ from mcp_server.answers import (
     or_error_only,
 )
 from mcp_server.cancel import CANCEL_TOOL, CancelArgs, cancel_job
-from mcp_server.names import OUTCOME_CANCEL, OUTCOME_GET, OUTCOME_LIST, mcp_name, tool_name
+from mcp_server.names import (
+    OUTCOME_CANCEL,
+    OUTCOME_GET,
+    OUTCOME_LIST,
+    OUTCOME_PREFLIGHT,
+    OUTCOME_TURN,
+    mcp_name,
+    tool_name,
+)
 from mcp_server.options import KEY_ARG, MAX_WAIT_S, option_schemas, options_of
+from mcp_server.people import (
+    PREFLIGHT_TOOL,
+    TURN_TOOL,
+    PreflightArgs,
+    TurnArgs,
+    preflight_call,
+    turn_report,
+)
 from mcp_server.tasks import TaskMethods, cancel_task
 from mcp_server.watch import Watcher
 
@@ -155,6 +171,17 @@ class LedgerMcp:
             if isinstance(cancelling, ErrorInfo):
                 return error_result(cancelling)
             return await cancel_job(self.ledger, token, cancelling)
+        if params.name == OUTCOME_TURN:
+            asked = _parse(params.name, TurnArgs, arguments)
+            if isinstance(asked, ErrorInfo):
+                return error_result(asked)
+            return await turn_report(self.ledger, token, asked)
+        if params.name == OUTCOME_PREFLIGHT:
+            dry = _parse(params.name, PreflightArgs, arguments)
+            if isinstance(dry, ErrorInfo):
+                return error_result(dry)
+            turn, _halt, _refused = people.turn_of(params.meta, _session_of(ctx))
+            return await preflight_call(self.ledger, token, dry, turn)
         if params.name in (OUTCOME_GET, OUTCOME_LIST):
             model = GetArgs if params.name == OUTCOME_GET else ListArgs
             parsed = _parse(params.name, model, arguments)
@@ -170,6 +197,9 @@ class LedgerMcp:
         options = options_of(arguments)  # popped: what is left is the tool's arguments
         if isinstance(options, ErrorInfo):
             return error_result(options)
+        turn, halt, refused = people.turn_of(params.meta, _session_of(ctx))
+        if refused is not None:
+            return error_result(refused)
         try:
             caller = catalog.submitter(token)
             request = JobRequest(
@@ -178,6 +208,8 @@ class LedgerMcp:
                 idempotency_key=options.key,
                 budget_bytes=options.budget_bytes,
                 start_within_s=options.start_within_s,
+                turn=turn,
+                halt_on_failure=halt,
             )
             submitted = await anyio.to_thread.run_sync(
                 submit, self.ledger, caller, request, self.dispatcher, _trace_of(ctx, params)
@@ -194,6 +226,8 @@ class LedgerMcp:
         # ended by then answers its task (tasks/get reads the same job).
         tasked = tasks.declared(params)
         wait = min(options.wait_s, tasks.TASK_AFTER_S) if tasked else options.wait_s
+        if submitted.view.status is Status.AWAITING_APPROVAL:
+            wait = 0.0  # parked for a person: its answer says so at once (docs/approvals.md)
         view, waited = await self._settle(ctx, token, submitted.view, wait)
         if tasked and not view.terminal:
             return tasks.handle(view)
@@ -251,6 +285,14 @@ class LedgerMcp:
             return await settle(watch, view, read, budget, tick_s=HEARTBEAT_S, progress=report)
 
 
+def _session_of(ctx: Context) -> str | None:
+    """The MCP session's id (the `Mcp-Session-Id` header), the turn of calls that name none."""
+    request: Any = ctx.request
+    headers = getattr(request, "headers", None)
+    found = headers.get("mcp-session-id") if headers is not None else None
+    return found if isinstance(found, str) and found else None
+
+
 def _trace_of(ctx: Context, params: types.CallToolRequestParams) -> TraceRecord | None:
     """The caller's trace context: the call's `_meta.traceparent` (MCP's SEP-414, which the
     SDK's clients inject), else the HTTP request's `traceparent` header; a malformed one is
@@ -278,7 +320,14 @@ def job_tool(name: str, entry: catalog.ToolEntry) -> types.Tool:
         description=entry.description or entry.name,
         input_schema=schema,
         output_schema=envelope_schema(),
-        annotations=types.ToolAnnotations(title=entry.name),
+        # From the tool's own declarations (docs/approvals.md): a pure read changes nothing
+        # and may be repeated; a tool that spends may not be undone.
+        annotations=types.ToolAnnotations(
+            title=entry.name,
+            read_only_hint=entry.read_only,
+            destructive_hint=entry.spends,
+            idempotent_hint=entry.read_only,
+        ),
     )
 
 
@@ -302,6 +351,8 @@ def ledger_tools() -> list[types.Tool]:
             annotations=types.ToolAnnotations(read_only_hint=True),
         ),
         CANCEL_TOOL,
+        TURN_TOOL,
+        PREFLIGHT_TOOL,
     ]
 
 

@@ -78,6 +78,11 @@ def task_of(view: JobView, waited_s: float = 0.0) -> dict[str, Any]:
         "ttlMs": None,  # the ledger keeps every job: no expiry
         "pollIntervalMs": POLL_INTERVAL_MS,
     }
+    if view.status is Status.AWAITING_APPROVAL:
+        # Parked for a person (docs/approvals.md): the input is an approver's, not the
+        # client's, so no input is requested of it; the reason is in the message.
+        task["status"] = "input_required"
+        task["inputRequests"] = {}
     if view.terminal and view.cancelled is not None:
         task["status"] = "cancelled"
     elif view.terminal:
@@ -98,6 +103,11 @@ def _message(view: JobView) -> str:
         return f"{job} ended {view.status.value}"
     if view.status is Status.RUNNING:
         return f"{job} is running: poll tasks/get for its outcome"
+    if view.status is Status.AWAITING_APPROVAL and view.approval is not None:
+        return (
+            f"{job} is awaiting a person's approval: {view.approval.reason} (until "
+            f"{view.approval.expires_at.isoformat()}); poll tasks/get for its outcome"
+        )
     return (
         f"{job} is {view.status.value}, waiting for a worker: poll tasks/get; tasks/cancel "
         "takes it back before it starts"

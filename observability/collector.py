@@ -25,7 +25,12 @@ from ledger.services.ledger import Ledger
 from observability import labels
 
 log = logging.getLogger(__name__)
-OPEN = (Status.QUEUED.value, Status.RUNNING.value, Status.RETRYING.value)
+OPEN = (
+    Status.AWAITING_APPROVAL.value,
+    Status.QUEUED.value,
+    Status.RUNNING.value,
+    Status.RETRYING.value,
+)
 
 
 class LedgerCollector:
@@ -47,6 +52,7 @@ class LedgerCollector:
         yield from _findings(found)
         yield from _brakes(found)
         yield from _outbox(found)
+        yield from _approvals(found)
         position = GaugeMetricFamily(
             "outcomes_ledger_position", "The ledger's last position (events recorded so far)."
         )
@@ -197,6 +203,24 @@ def _outbox(found: counts.LedgerCounts) -> Iterator[Metric]:
     since = summary.oldest_waiting_since
     oldest.add_metric([], max(0.0, (now() - since).total_seconds()) if since else 0.0)
     yield unconfirmed
+    yield oldest
+
+
+def _approvals(found: counts.LedgerCounts) -> Iterator[Metric]:
+    """Calls parked for a person's approval (docs/approvals.md): how many, and how long the
+    oldest has waited."""
+    pending = GaugeMetricFamily(
+        "outcomes_approvals_pending", "Calls awaiting a person's approval (not dispatched)."
+    )
+    parked = Status.AWAITING_APPROVAL.value
+    pending.add_metric([], sum(g.jobs for g in found.jobs if g.status == parked))
+    yield pending
+    oldest = GaugeMetricFamily(
+        "outcomes_approvals_oldest_seconds",
+        "How long the oldest call awaiting approval has waited (0: none waits).",
+    )
+    since = found.oldest_approval
+    oldest.add_metric([], max(0.0, (now() - since).total_seconds()) if since else 0.0)
     yield oldest
 
 

@@ -567,3 +567,55 @@ def budget_small_cap(args: Listing, ctx: ToolContext) -> Succeeded:
     """The same list under a 1 KiB cap of its own."""
     items = [f"{n:08d}".ljust(args.item_bytes, "x") for n in range(args.items)]
     return Succeeded(result={"items": items, "total": args.items})
+
+
+# --- people in the loop (docs/approvals.md, docs/turns.md) ------------------------------------
+
+APPROVED_CHARGE = "itest.charge_approved"
+LARGE_CHARGE = "itest.charge_if_large"
+APPROVED_METERED = "itest.charge_approved_metered"
+FAILING_CHARGE = "itest.charge_failing"
+LOOKUP = "itest.lookup"
+
+
+@tool(APPROVED_CHARGE, spends=True, timeout_s=30, approval=True, approval_expires_s=3600)
+def charge_approved(args: Charge, ctx: ToolContext) -> Succeeded:
+    """A spending tool whose every call waits for a person's approval."""
+    effect(ctx)
+    return Succeeded(result={"charged": args.amount})
+
+
+def _large(args: Charge) -> str | None:
+    return f"a charge of {args.amount} is over 100" if args.amount > 100 else None
+
+
+@tool(LARGE_CHARGE, spends=True, timeout_s=30, approval=_large)
+def charge_if_large(args: Charge, ctx: ToolContext) -> Succeeded:
+    """A spending tool whose large calls wait for a person's approval."""
+    effect(ctx)
+    return Succeeded(result={"charged": args.amount})
+
+
+@tool(APPROVED_METERED, spends=True, approval=True, quota=Quota(limit=1, window_s=3600))
+def charge_approved_metered(args: Charge, ctx: ToolContext) -> Succeeded:
+    """Approval and a quota of one call an hour: the second is refused, never parked."""
+    effect(ctx)
+    return Succeeded(result={"charged": args.amount})
+
+
+@tool(FAILING_CHARGE, spends=True, timeout_s=30)
+def charge_failing(args: Charge, ctx: ToolContext) -> Succeeded:
+    """A spending tool whose provider is unreliable: it always fails, not retryable."""
+    raise ToolFailure(
+        code=Code.SOURCE_UNRELIABLE,
+        dependency="payments",
+        operation="charge the card",
+        retryable=False,
+        message="The payment provider answered with an error.",
+    )
+
+
+@tool(LOOKUP, read_only=True, timeout_s=30)
+def lookup(args: Probe, ctx: ToolContext) -> Succeeded:
+    """A pure read."""
+    return Succeeded(result={"note": args.note})

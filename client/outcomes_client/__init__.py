@@ -23,6 +23,7 @@ from outcomes_client.errors import (
     WaitTimeout,
 )
 from outcomes_client.models import (
+    Approval,
     Budget,
     CancelRefusal,
     Change,
@@ -38,11 +39,15 @@ from outcomes_client.models import (
     Problem,
     Status,
     Submission,
+    Turn,
+    TurnCall,
+    TurnFailure,
     Waiting,
 )
 from outcomes_client.sync import Client
 
 __all__ = [
+    "Approval",
     "AsyncClient",
     "AuthenticationError",
     "Budget",
@@ -69,6 +74,9 @@ __all__ = [
     "Status",
     "Submission",
     "TransportError",
+    "Turn",
+    "TurnCall",
+    "TurnFailure",
     "UnexpectedResponse",
     "WaitTimeout",
     "Waiting",

@@ -41,6 +41,18 @@ def submit_document(
     return body
 
 
+def turn_headers(turn: str | None, halt_on_failure: bool) -> dict[str, str]:
+    """`Outcomes-Turn` (and `Outcomes-Turn-Halt: on-failure`) for a call of a turn."""
+    if turn is None:
+        if halt_on_failure:
+            raise ValueError("halt_on_failure needs the turn it halts")
+        return {}
+    headers = {"Outcomes-Turn": turn}
+    if halt_on_failure:
+        headers["Outcomes-Turn-Halt"] = "on-failure"
+    return headers
+
+
 def revealed(value: Any) -> Any:
     """`args` as sent: a `SecretStr`/`SecretBytes` (so the agent's own code never prints a
     secret) becomes its value, which only the request body carries."""

@@ -10,7 +10,15 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 Status = Literal[
-    "queued", "running", "retrying", "succeeded", "declined", "partial", "refused", "failed"
+    "awaiting_approval",
+    "queued",
+    "running",
+    "retrying",
+    "succeeded",
+    "declined",
+    "partial",
+    "refused",
+    "failed",
 ]
 NextAction = Literal[
     "wait",
@@ -96,6 +104,18 @@ class Waiting(_Document):
     dispatches: int
 
 
+class Approval(_Document):
+    """A call parked for a person's approval: why, until when, and the decision once made."""
+
+    reason: str
+    requested_at: datetime
+    expires_at: datetime
+    decision: Literal["approved", "denied", "expired"] | None = None
+    decided_by: str | None = None
+    decided_at: datetime | None = None
+    decision_reason: str | None = None
+
+
 class Envelope(_Document):
     """`GET /v1/jobs/{id}`: one job's state and the agent's next move."""
 
@@ -116,6 +136,38 @@ class Envelope(_Document):
     late_outcomes: list[LateOutcome] = []
     waiting: Waiting | None = None
     budget: Budget | None = None  # null: the answer came back whole
+    approval: Approval | None = None  # null: the tool asked no person to approve this call
+
+
+class TurnCall(_Document):
+    job_id: str
+    tool: str
+    status: Status
+    code: str | None = None
+    next_action: NextAction
+
+
+class TurnFailure(_Document):
+    job_id: str
+    tool: str
+    error: ErrorInfo | None = None
+    next_action: NextAction
+
+
+class Turn(_Document):
+    """`GET /v1/turns/{id}`: what a whole turn of calls did (docs/turns.md). `all_succeeded`
+    is true only when every call ended and each succeeded or was declined."""
+
+    turn_id: str
+    calls: list[TurnCall]
+    counts: dict[str, int]
+    complete: bool
+    all_succeeded: bool
+    already_happened: list[str]
+    first_failure: TurnFailure | None = None
+    summary: str
+    halt: dict[str, Any] | None = None
+    truncated: bool = False
 
 
 class Submission(_Document):
@@ -124,7 +176,7 @@ class Submission(_Document):
     error: poll `job_id` and the envelope says the same)."""
 
     job_id: str
-    status: Literal["queued", "refused"]
+    status: Literal["awaiting_approval", "queued", "refused"]
     poll_url: str
     error: ErrorInfo | None = None
 

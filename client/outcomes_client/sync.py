@@ -12,7 +12,7 @@ import httpx
 
 from outcomes_client import _protocol as p
 from outcomes_client.errors import TransportError, WaitTimeout
-from outcomes_client.models import Change, Envelope, JobEvents, JobPage, Submission
+from outcomes_client.models import Change, Envelope, JobEvents, JobPage, Submission, Turn
 
 
 class Client:
@@ -58,6 +58,8 @@ class Client:
         idempotency_key: str | None = None,
         start_within_s: float | None = None,
         budget_bytes: int | None = None,
+        turn: str | None = None,
+        halt_on_failure: bool = False,
     ) -> Submission:
         """Ask for a job: `queued`, or `refused` naming what is missing (not an exception).
         With an idempotency key, the same key and body replay the first answer. With
@@ -67,7 +69,9 @@ class Client:
         for a smaller answer than the tool's `max_result_bytes` (the envelope's `budget` then
         says what was left out); `SecretStr` values in `args` are sent as their value."""
         body = p.submit_document(tool, args, idempotency_key, start_within_s, budget_bytes)
-        return p.read_submission(self._send("POST", "/v1/jobs", json=body))
+        headers = p.turn_headers(turn, halt_on_failure)  # docs/turns.md
+        sent = self._send("POST", "/v1/jobs", json=body, headers=headers)
+        return p.read_submission(sent)
 
     def get(self, job_id: str) -> Envelope:
         return p.read(self._send("GET", f"/v1/jobs/{job_id}"), Envelope)
@@ -108,6 +112,8 @@ class Client:
         idempotency_key: str | None = None,
         start_within_s: float | None = None,
         budget_bytes: int | None = None,
+        turn: str | None = None,
+        halt_on_failure: bool = False,
         timeout_s: float = 300.0,
         poll_s: float = 30.0,
     ) -> Envelope:
@@ -124,6 +130,8 @@ class Client:
                     idempotency_key=key,
                     start_within_s=start_within_s,
                     budget_bytes=budget_bytes,
+                    turn=turn,
+                    halt_on_failure=halt_on_failure,
                 )
                 break
             except Exception as exc:
@@ -145,6 +153,12 @@ class Client:
         body = p.cancel_document(reason)
         sent = self._send("POST", f"/v1/jobs/{job_id}/cancel", json=body)
         return p.read(sent, Envelope)
+
+    def turn(self, turn_id: str) -> Turn:
+        """What a whole turn of this account's calls did (`submit(..., turn=…)`; docs/turns.md):
+        never `all_succeeded` while a call failed or is open; `already_happened`, the calls
+        whose work ran or may have run; `summary`, one sentence to report."""
+        return p.read(self._send("GET", f"/v1/turns/{turn_id}"), Turn)
 
     def events(self, job_id: str) -> JobEvents:
         return p.read(self._send("GET", f"/v1/jobs/{job_id}/events"), JobEvents)

@@ -152,6 +152,11 @@ class Reads(OutboxReads, WebhookReads, FairnessReads, AuditReads, RebuildReads, 
         read, never to decide), the most recently changed first, at most `limit`."""
 
     @abstractmethod
+    def brakes_in_scope(self, scope: str) -> list[BrakeView]:
+        """Every brake ever pulled in this scope, active or released, oldest first (a turn's
+        halt, docs/turns.md, is pulled once)."""
+
+    @abstractmethod
     def jobs_held(self, brake_ids: Sequence[str], account: str | None = None) -> dict[str, int]:
         """How many jobs each of these brakes refused or halted (BRAKE_ENGAGED naming it as
         the cause), of one account or all (None); brakes that held none are left out."""

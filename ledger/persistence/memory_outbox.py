@@ -44,7 +44,10 @@ class MemoryOutboxReads:
             dispatch = self.state.dispatches.get(view.job_id)
             lease = self.state.leases.get(view.job_id)
             renewed = lease.expires_at if lease else None
-            if view.status in WAITING:
+            if view.status is Status.AWAITING_APPROVAL:
+                if view.start_by is not None and view.start_by <= now:
+                    found.append(OpenJob(view, None, dispatch))
+            elif view.status in WAITING:
                 late = view.start_by is None or view.start_by < now
                 if late or _lost(view, dispatch, epoch):
                     found.append(OpenJob(view, None, dispatch))

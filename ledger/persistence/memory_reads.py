@@ -159,12 +159,17 @@ class MemoryReads(
             if status in waiting
             and (kind != "tool" or t == name)
             and (kind != "account" or a == name)
+            and (kind != "turn" or a == name.split("/")[0])
             and account in (None, a)
         )
 
     def recent_brakes(self, limit: int) -> list[BrakeView]:
         found = sorted(self.state.brakes.values(), key=lambda b: b.ledger_position, reverse=True)
         return found[:limit]
+
+    def brakes_in_scope(self, scope: str) -> list[BrakeView]:
+        found = [b for b in self.state.brakes.values() if b.scope == scope]
+        return sorted(found, key=lambda b: (b.pulled_at, b.brake_id))
 
     def jobs_held(self, brake_ids: Sequence[str], account: str | None = None) -> dict[str, int]:
         wanted = set(brake_ids)

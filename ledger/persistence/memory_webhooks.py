@@ -29,9 +29,18 @@ class MemoryWebhookReads:
 
     def terminal_events_after(self, after: int, upto: int, limit: int) -> list[TerminalEvent]:
         found = [
-            TerminalEvent(e.position, str(e.event_id), job_id_of(e.stream_id))
+            TerminalEvent(
+                e.position,
+                str(e.event_id),
+                job_id_of(e.stream_id),
+                approval=e.type == "job.accepted",
+            )
             for e in self.state.events
-            if after < e.position <= upto and e.type in TERMINAL_EVENT_TYPES
+            if after < e.position <= upto
+            and (
+                e.type in TERMINAL_EVENT_TYPES
+                or (e.type == "job.accepted" and e.data.get("approval") is not None)
+            )
         ]
         return found[:limit]
 

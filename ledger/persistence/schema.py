@@ -95,6 +95,9 @@ Index(
 # On Postgres `jobs` is partitioned by range of `job_id` (migration 0020): windows of creation
 # time, as UUIDv7 ids begin with it; the ids compare byte by byte (collation "C") in every locale.
 JobId = String(36).with_variant(String(36, collation="C"), "postgresql")
+# A job's status: `awaiting_approval` (17 characters) needed more than 16 on Postgres
+# (migration 0022); SQLite does not enforce a length, and its tables keep their DDL.
+StatusText = String(16).with_variant(String(32), "postgresql")
 
 jobs = Table(
     "jobs",
@@ -102,7 +105,7 @@ jobs = Table(
     Column("job_id", JobId, primary_key=True),
     Column("account", String(100), nullable=False),
     Column("tool", String(200), nullable=False),
-    Column("status", String(16), nullable=False),
+    Column("status", StatusText, nullable=False),
     Column("terminal", Boolean, nullable=False),
     Column("accepted", Boolean, nullable=False),
     Column("spends", Boolean, nullable=False),
@@ -368,7 +371,7 @@ _COUNT_KEY = (
     ("account", String(100)),
     ("tool", String(200)),
     ("accepted", Boolean()),
-    ("status", String(16)),
+    ("status", StatusText),
     ("code", String(64)),
 )
 
@@ -537,7 +540,7 @@ read_model_rebuild = Table(
 READ_MODEL_TABLES = (jobs, brakes, tokens, webhooks)
 # The revision this code reads and writes: a ledger at an older one is not ready (/readyz) until
 # `outcomes migrate` runs (tests/persistence/test_migrations.py holds it to Alembic's head).
-SCHEMA_REVISION = "0021"
+SCHEMA_REVISION = "0022"
 
 
 def unique_constraints() -> dict[str, tuple[str, ...]]:

@@ -177,6 +177,8 @@ class SqlCountReads:
 
     def waiting_jobs(self, scope: str, account: str | None = None) -> int:
         kind, _, name = scope.partition(":")
+        if kind == "turn":  # a turn's calls are its account's (counted by account, not turn)
+            kind, name = "account", name.split("/")[0]
         if kind == "account" and account not in (None, name):
             return 0  # another account's brake holds none of this account's jobs
         return self._waiting(

@@ -55,6 +55,8 @@ class SqlJobReads:
         query = query.where(
             *(column == value for column, value in equal.items() if value is not None)
         )
+        if where.turn is not None:
+            query = query.where(jobs.c.view["turn"].as_string() == where.turn)
         if where.since is not None:
             query = query.where(jobs.c.created_at >= where.since)
         if where.until is not None:

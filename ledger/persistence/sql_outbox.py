@@ -107,10 +107,12 @@ class SqlOutboxReads:
     def overdue_jobs(self, now: datetime, epoch: str | None) -> list[OpenJob]:
         waiting = jobs.c.status.in_(_WAITING)
         no_lease = cast(null(), leases.c.expires_at.type).label("expires_at")
+        # A parked job's start_by is its approval's expiry (ledger.job_view).
+        waits = jobs.c.status.in_([*_WAITING, Status.AWAITING_APPROVAL.value])
         late = (
             select(jobs.c.view, no_lease, *_DISPATCH_COLUMNS)
             .select_from(_WITH_DISPATCH)
-            .where(_OPEN, waiting, or_(_START_BY.is_(None), _passed(self.conn, now)))
+            .where(_OPEN, waits, or_(_START_BY.is_(None), _passed(self.conn, now)))
         )
         lost_message: ColumnElement[bool] = and_(
             dispatches.c.rejected.is_not(None), dispatches.c.rejected_version >= _VERSION

@@ -125,6 +125,11 @@ class SqlReads(
         query = select(brakes.c.view).order_by(brakes.c.ledger_position.desc()).limit(limit)
         return [BrakeView.model_validate(row.view) for row in self.conn.execute(query)]
 
+    def brakes_in_scope(self, scope: str) -> list[BrakeView]:
+        query = select(brakes.c.view).where(brakes.c.scope == scope)
+        views = [BrakeView.model_validate(row.view) for row in self.conn.execute(query)]
+        return sorted(views, key=lambda b: (b.pulled_at, b.brake_id))
+
     def jobs_held(self, brake_ids: Sequence[str], account: str | None = None) -> dict[str, int]:
         if not brake_ids:
             return {}

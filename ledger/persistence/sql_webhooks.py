@@ -13,7 +13,7 @@ from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, delete, func, insert, or_, select, tuple_, update
+from sqlalchemy import Connection, and_, delete, func, insert, or_, select, tuple_, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from ledger.clock import utc
@@ -76,18 +76,33 @@ class SqlWebhookReads:
         return int(found) if found is not None else None
 
     def terminal_events_after(self, after: int, upto: int, limit: int) -> list[TerminalEvent]:
+        # A parked call's decision too: its `approval.requested` delivery (docs/approvals.md).
+        parked = and_(
+            ledger_events.c.type == "job.accepted",
+            ledger_events.c.data["approval"].as_string().is_not(None),
+        )
         query = (
-            select(ledger_events.c.position, ledger_events.c.event_id, ledger_events.c.stream_id)
+            select(
+                ledger_events.c.position,
+                ledger_events.c.event_id,
+                ledger_events.c.stream_id,
+                ledger_events.c.type,
+            )
             .where(
                 ledger_events.c.position > after,
                 ledger_events.c.position <= upto,
-                ledger_events.c.type.in_(_TERMINAL),
+                or_(ledger_events.c.type.in_(_TERMINAL), parked),
             )
             .order_by(ledger_events.c.position)
             .limit(limit)
         )
         return [
-            TerminalEvent(row.position, str(row.event_id), job_id_of(row.stream_id))
+            TerminalEvent(
+                row.position,
+                str(row.event_id),
+                job_id_of(row.stream_id),
+                approval=row.type == "job.accepted",
+            )
             for row in self.conn.execute(query)
         ]
 

@@ -32,7 +32,8 @@ from ledger.services.ledger import Ledger
 from ledger.token_view import TokenView
 
 CANCEL_ROLES = ("agent", "operator")  # auditors read; they change nothing
-CANCELLABLE = frozenset({Status.QUEUED, Status.RETRYING})  # no worker holds these
+# No worker holds these; a parked call (awaiting approval) was never even dispatched.
+CANCELLABLE = frozenset({Status.AWAITING_APPROVAL, Status.QUEUED, Status.RETRYING})
 MAX_REASON_CHARS = 500
 # A cancel re-reads when the stream moved under it; a job that keeps moving (a redelivery's
 # claim that loses, a re-dispatch) settles within a few reads.

@@ -36,6 +36,9 @@ class ToolEntry:
     enabled: bool
     quota: QuotaInfo | None
     max_result_bytes: int
+    approval: str | None = None  # "always", "conditional" or None (docs/approvals.md)
+    approval_expires_s: float | None = None  # how long a parked call waits; None: no approval
+    read_only: bool = False
 
     def as_json(self) -> dict[str, Any]:
         quota = self.quota
@@ -49,6 +52,9 @@ class ToolEntry:
             "start_within_s": self.start_within_s,
             "max_result_bytes": self.max_result_bytes,
             "enabled": self.enabled,
+            "approval": self.approval,
+            "approval_expires_s": self.approval_expires_s,
+            "read_only": self.read_only,
             "quota": None
             if quota is None
             else {"limit": quota.limit, "window_s": quota.window_s, "remaining": quota.remaining},
@@ -110,4 +116,7 @@ def _entry(spec: ToolSpec, remaining: int | None) -> ToolEntry:
         enabled=spec.enabled,
         quota=None if quota is None else QuotaInfo(quota.limit, quota.window_s, remaining),
         max_result_bytes=spec.max_result_bytes,
+        approval=spec.approval_mode,
+        approval_expires_s=spec.approval_expires_s if spec.approval_mode else None,
+        read_only=spec.read_only,
     )

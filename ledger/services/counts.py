@@ -12,10 +12,12 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from datetime import datetime
 
 from ledger.brake_view import BrakeView
+from ledger.codes import Status
 from ledger.event_log import FINDINGS
-from ledger.queries import JobCount, SequencerState
+from ledger.queries import JobCount, JobFilter, SequencerState
 from ledger.queueing import DispatchSummary
 from ledger.services.ledger import Ledger
 
@@ -30,6 +32,8 @@ class LedgerCounts:
     # Where the sequencer stands: its lag and the events still waiting for a position (None:
     # sequenced at write).
     sequencer: SequencerState | None = None
+    # When the oldest call still awaiting a person's approval was parked (docs/approvals.md).
+    oldest_approval: datetime | None = None
 
 
 def read(ledger: Ledger) -> LedgerCounts:
@@ -40,7 +44,9 @@ def read(ledger: Ledger) -> LedgerCounts:
         found = reads.count_findings()
         brakes = reads.active_brakes()
         dispatch = reads.dispatch_summary()
+        parked = reads.jobs(JobFilter(status=Status.AWAITING_APPROVAL.value, limit=1))
     findings: Counter[tuple[str, str]] = Counter()
     for item in found:
         findings[FINDINGS[item.type], item.cause] += item.events
-    return LedgerCounts(position, jobs, brakes, dict(findings), dispatch, sequencer)
+    oldest = parked[0].created_at if parked else None
+    return LedgerCounts(position, jobs, brakes, dict(findings), dispatch, sequencer, oldest)

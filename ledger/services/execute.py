@@ -370,7 +370,7 @@ class Executor:
 
     def _checkpoint(self, view: JobView) -> None:
         try:
-            held = brakes_holding(self.ledger, view.tool, view.account)
+            held = brakes_holding(self.ledger, view.tool, view.account, view.turn)
         except LedgerError:
             raise BrakeEngaged(brake_unreadable()) from None  # fail closed, and say so
         if held:

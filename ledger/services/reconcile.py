@@ -25,7 +25,7 @@ from ledger.events import NewEvent
 from ledger.job_view import JobView
 from ledger.persistence.appends import AppendStatus, JobAppend, LeaseChange
 from ledger.reconcile_rules import Finding, ReconcilePolicy, findings
-from ledger.services import queue_epoch
+from ledger.services import queue_epoch, turns
 from ledger.services.ledger import Ledger
 from ledger.services.outbox import Outbox, outbox_for
 from ledger.settings import Settings
@@ -50,6 +50,7 @@ class Pass:
     relayed: int = 0  # unconfirmed jobs this pass published
     queue_lost: str | None = None  # the epoch whose marker this pass found gone
     webhooks_pruned: int = 0  # settled webhook deliveries past OUTCOMES_WEBHOOK_KEEP_DAYS
+    turns_halted: list[str] = field(default_factory=list)  # brake ids (docs/turns.md)
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -97,6 +98,9 @@ def reconcile_once(
         _observe(finding.view, finding, moment)
         if finding.dispatch and outbox is not None:
             _send(outbox, recorded, result)
+    # Turns that asked to halt on failure and whose spending call failed: their brake holds
+    # their calls already queued too, at the claim.
+    result.turns_halted = [b.brake_id for b in turns.halt_failed_turns(ledger)]
     if outbox is not None:
         relay(outbox, policy, result)
         with ledger.store.transaction() as tx:  # once a pass: the records of finished jobs

@@ -20,7 +20,7 @@ from typing import Any
 from ledger import event_log
 from ledger.brakes import brake_error, scopes_for
 from ledger.clock import now
-from ledger.codes import Code
+from ledger.codes import Code, Status
 from ledger.decisions import (
     Caller,
     JobRequest,
@@ -38,12 +38,14 @@ from ledger.errors import (
     NotAuthenticatedError,
     RateLimitedError,
 )
-from ledger.events import JobAccepted, JobRefused, NewEvent
+from ledger.events import ApprovalAsk, JobAccepted, JobRefused, NewEvent
 from ledger.fairness import rate_refusal
 from ledger.job_view import JobView
 from ledger.persistence.appends import AppendStatus, JobAppend, JobAppended, QuotaCheck
 from ledger.queueing import Backlog, effective_start_within
+from ledger.scrub import scrub
 from ledger.secrets import SealedArgs, seal_args
+from ledger.services import turns
 from ledger.services.ledger import Ledger
 from ledger.services.outbox import Outbox, outbox_for
 from ledger.telemetry import telemetry
@@ -98,6 +100,11 @@ def _submit(
     trace: TraceRecord | None,
 ) -> Submitted:
     _take_rate(ledger, caller)
+    if request.turn is not None and request.halt_on_failure:
+        # A turn that asked to halt on failure, whose spending call failed: its brake holds
+        # from here on, and this call's decision below refuses it (docs/turns.md). Asked only
+        # of a call that asks to halt too: a turn's read costs what its calls cost.
+        turns.halt_if_failed(ledger, caller.account, request.turn)
     outbox = outbox_for(ledger, dispatcher)
     gauge = outbox.backlog if outbox is not None else None
     backlog = gauge.current() if gauge is not None else None
@@ -105,8 +112,11 @@ def _submit(
     view = submitted.view
     if not submitted.replayed:
         event_log.decision(view)
-    if outbox is not None and view.accepted and not submitted.replayed:
+    parked = view.status is Status.AWAITING_APPROVAL  # dispatched once a person approves it
+    if outbox is not None and view.accepted and not submitted.replayed and not parked:
         outbox.send(view)
+    if parked and not submitted.replayed:
+        event_log.approval_requested(view)
     return submitted
 
 
@@ -135,21 +145,22 @@ def _decide(
     spec = get_tool(request.tool)
     if permission_refusal(caller, request) is not None:
         request = _keyless(request)  # the key is the account's: no replay for this token
-    refusal = tool_refusal(spec, caller, request) or _backlog(spec, request, backlog)
+    refusal = tool_refusal(spec, caller, request) or backlog_check(spec, request, backlog)
     job_id = new_id()
-    sealed = _sealed(ledger, spec, request, job_id)
-    refusal = refusal or _unsealable(request, sealed)
+    sealed = sealed_args(ledger, spec, request, job_id)
+    refusal = refusal or unsealable(request, sealed)
+    ask = approval_ask(spec, request) if refusal is None else None
     key = ledger.request_key
     token_id = caller.token_id if caller.recheck_token else None
 
     def append(refused: ErrorInfo | None) -> JobAppended:
-        payload = _payload(spec, caller, request, refused, key, sealed, trace)
+        payload = _payload(spec, caller, request, refused, key, sealed, trace, ask)
         checks = refused is None  # a refusal is recorded whatever the brakes and quota say
         item = JobAppend(
             job_id,
             [NewEvent(payload=payload, actor=caller.token_id)],
             None,
-            brake_scopes=scopes_for(request.tool, caller.account) if checks else (),
+            brake_scopes=scopes_for(request.tool, caller.account, request.turn) if checks else (),
             notify=False,  # nobody can wait on a job not yet answered
             token_id=token_id,
             quota=_quota(spec) if checks else None,
@@ -198,14 +209,16 @@ def _replay(holder: JobView, request: JobRequest, sealed: SealedArgs, key: bytes
     return Submitted(holder, replayed=True)
 
 
-def _sealed(ledger: Ledger, spec: ToolSpec | None, request: JobRequest, job_id: str) -> SealedArgs:
+def sealed_args(
+    ledger: Ledger, spec: ToolSpec | None, request: JobRequest, job_id: str
+) -> SealedArgs:
     """The arguments as the decision records them: the tool's declared secrets sealed."""
     model = spec.args_model if spec is not None else None
     keyring = ledger.secrets if model is not None else None
     return seal_args(model, request.args, job_id, keyring)
 
 
-def _unsealable(request: JobRequest, sealed: SealedArgs) -> ErrorInfo | None:
+def unsealable(request: JobRequest, sealed: SealedArgs) -> ErrorInfo | None:
     """Secrets with no key to seal them: recorded refused (the values withheld), never kept."""
     if not sealed.withheld:
         return None
@@ -229,6 +242,7 @@ def _payload(
     key: bytes,
     sealed: SealedArgs,
     trace: TraceRecord | None = None,
+    approval: ApprovalAsk | None = None,
 ) -> JobAccepted | JobRefused:
     fingerprinted = replace(request, args=sealed.fingerprints[0])
     fields: dict[str, Any] = {
@@ -240,6 +254,7 @@ def _payload(
         "spends": bool(spec and spec.spends),
         "secret_paths": sealed.paths,
         "trace": trace,
+        "turn": request.turn,
     }
     if refusal is not None:
         return JobRefused(**fields, error=refusal)
@@ -250,10 +265,27 @@ def _payload(
         max_attempts=spec.max_attempts,
         start_within_s=effective_start_within(request.start_within_s, spec.start_within_s),
         budget_bytes=request.budget_bytes,
+        approval=approval,
+        turn_halt=True if request.turn is not None and request.halt_on_failure else None,
     )
 
 
-def _backlog(
+def approval_ask(spec: ToolSpec | None, request: JobRequest) -> ApprovalAsk | None:
+    """Whether a person must approve this call before it runs (docs/approvals.md): the tool's
+    reason, and until when the call may wait for one (the tool's `approval_expires_s`,
+    capped by the call's start deadline). Asked only of a call nothing refused."""
+    if spec is None or spec.approval_mode is None:
+        return None
+    reason = spec.approval_reason(spec.args_model.model_validate(request.args))
+    if reason is None:
+        return None
+    deadline = effective_start_within(request.start_within_s, spec.start_within_s)
+    wait_s = min(spec.approval_expires_s, deadline)
+    expires_at = now() + timedelta(seconds=wait_s)
+    return ApprovalAsk(reason=scrub(reason, limit=500), expires_at=expires_at)
+
+
+def backlog_check(
     spec: ToolSpec | None, request: JobRequest, backlog: Backlog | None
 ) -> ErrorInfo | None:
     """Refused now when the backlog ahead would not start it within its deadline."""

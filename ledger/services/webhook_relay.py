@@ -1,5 +1,7 @@
 """The webhook relay (docs/webhooks.md): every terminal outcome of an account goes, signed,
-to each of its active webhooks at least once; the write path never waits for it.
+to each of its active webhooks at least once; the write path never waits for it. So does each
+call parked for a person's approval (`approval.requested`, docs/approvals.md): its decision
+event is delivered like an outcome, the body the job's envelope when the relay reads it.
 
 Each pass does two things:
 - **Enqueue.** Under a named lock (two relays take turns), read the terminal events after the

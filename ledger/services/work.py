@@ -120,9 +120,10 @@ def _claim_many(
                 decided.append(Claim(ClaimResult.SKIPPED, "claimed by another delivery", view))
             elif view is None:
                 decided.append(Claim(ClaimResult.SKIPPED, "unknown job"))
-            elif view.terminal or view.status is Status.RUNNING:
+            elif view.terminal or view.status in _NOT_CLAIMABLE:
                 # Running means another delivery owns it; only the reconciler may decide it
-                # was lost, so a redelivered message never runs the tool a second time.
+                # was lost, so a redelivered message never runs the tool a second time. A
+                # parked call runs only once a person approved it (docs/approvals.md).
                 decided.append(Claim(ClaimResult.SKIPPED, f"job is {view.status.value}", view))
             else:
                 taken.add(request.job_id)
@@ -138,7 +139,10 @@ def _claim_many(
 
 
 def _runnable(view: JobView, request: ClaimRequest, taken: set[str]) -> bool:
-    return request.job_id not in taken and not view.terminal and view.status is not Status.RUNNING
+    return request.job_id not in taken and not view.terminal and view.status not in _NOT_CLAIMABLE
+
+
+_NOT_CLAIMABLE = frozenset({Status.RUNNING, Status.AWAITING_APPROVAL})
 
 
 def _room(tx: Writes, views: Iterable[JobView], limit: int) -> dict[str, int]:
@@ -156,7 +160,7 @@ def _start(request: ClaimRequest, view: JobView) -> JobAppend:
     started = WorkStarted(attempt=attempt, worker=request.worker, lease_expires_at=expires)
     lease = LeaseChange("start", attempt, request.worker, expires)
     event = NewEvent(payload=started, actor=request.worker)
-    scopes = scopes_for(view.tool, view.account)
+    scopes = scopes_for(view.tool, view.account, view.turn)
     return JobAppend(view.job_id, [event], view, lease, brake_scopes=scopes, brakes_lock=True)
 
 
@@ -184,9 +188,11 @@ def renew_leases(ledger: Ledger, held: Sequence[tuple[str, int]], lease_s: float
         return tx.renew_leases(held, now() + timedelta(seconds=lease_s))
 
 
-def brakes_holding(ledger: Ledger, tool: str, account: str) -> list[BrakeView]:
+def brakes_holding(
+    ledger: Ledger, tool: str, account: str, turn: str | None = None
+) -> list[BrakeView]:
     with ledger.store.reading() as reads:
-        return holding(reads.active_brakes(), tool, account)
+        return holding(reads.active_brakes(), tool, account, turn)
 
 
 MOVED_TRIES = 5  # reads and appends of an outcome whose job moved, before giving up

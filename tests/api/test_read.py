@@ -32,6 +32,7 @@ ENVELOPE_KEYS = {
     "created_at",
     "updated_at",
     "budget",
+    "approval",
 }
 
 

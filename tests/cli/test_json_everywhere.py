@@ -90,6 +90,8 @@ def test_every_json_output_parses(outcomes: Invoke, database_url: str, scratch: 
     # The Merkle proofs' commands: tests/cli/test_audit_proofs.py parses their --json.
     proofs = {"audit head", "audit prove", "audit consistency", "audit check-proof"}
     own = {"audit events", "demo", "secrets check", "archive", "audit public-key", *proofs}
+    # Approvals and turns: tests/cli/test_people_commands.py parses their --json.
+    own |= {"approvals list", "approvals approve", "approvals deny", "turns show"}
     assert set(runs) | NOT_DATA | own == set(leaves(cli))
     for name, args in runs.items():
         done = outcomes(*args, "--json", ok=name != "status")  # status: no API, exit 3
@@ -117,7 +119,8 @@ def test_status_on_one_screen(
     assert before["api"]["ready"] is False and before["api"]["error"]
     assert before["broker"]["reachable"] is True and before["broker"]["workers"] == []
     assert before["broker"]["queue_depth"] == 0  # (a queue that holds messages: integration)
-    assert before["open_jobs"] == {"queued": 1, "running": 0, "retrying": 0}
+    open_jobs = {"awaiting_approval": 0, "queued": 1, "running": 0, "retrying": 0}
+    assert before["open_jobs"] == open_jobs
     assert [b["scope"] for b in before["brakes"]] == ["tool:x.y"]
     assert before["last_reconcile"] is None
     dispatch = before["dispatch"]

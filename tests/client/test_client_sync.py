@@ -261,3 +261,26 @@ def test_cancel_a_queued_job_and_a_running_one_is_not_cancellable(client_server:
         assert (refused.value.envelope.status, refused.value.next_action) == ("running", "wait")
         with pytest.raises(NotFound):
             client.cancel(str(uuid.uuid4()))
+
+
+def test_a_turn_of_calls_is_told_whole(client_server: Served) -> None:
+    """docs/turns.md through the client: calls name their turn; `turn()` tells it whole, and
+    a parked call reads `awaiting_approval` with its approval."""
+    turn = f"client-{uuid.uuid4().hex[:8]}"
+    with Client(client_server.base_url, client_server.token) as client:
+        ran = client.run("apitest.echo", {"text": "a"}, turn=turn, timeout_s=60)
+        refused = client.run("apitest.echo", {}, turn=turn)
+        parked = client.submit("itest.charge_approved", {"amount": 1}, turn=turn)
+        assert parked.status == "awaiting_approval"
+        shown = client.get(parked.job_id)
+        assert shown.approval is not None and shown.approval.decision is None
+        told = client.turn(turn)
+    assert [c.job_id for c in told.calls] == [ran.job_id, refused.job_id, parked.job_id]
+    assert (told.complete, told.all_succeeded) == (False, False)
+    assert told.already_happened == [ran.job_id]
+    assert told.first_failure is not None and told.first_failure.job_id == refused.job_id
+    assert told.summary.startswith("3 calls: 1 succeeded, 1 refused (INPUT_MISSING")
+    with pytest.raises(ValueError):
+        Client(client_server.base_url, client_server.token).submit(
+            "apitest.echo", {"text": "x"}, halt_on_failure=True
+        )

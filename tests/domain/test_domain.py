@@ -56,6 +56,7 @@ def test_silence_on_a_spending_tool_sends_the_agent_to_the_source() -> None:
 
 def test_terminal_statuses() -> None:
     assert {s for s in Status if not s.terminal} == {
+        Status.AWAITING_APPROVAL,
         Status.QUEUED,
         Status.RUNNING,
         Status.RETRYING,

@@ -19,13 +19,14 @@ from ledger.job_view import envelope
 from ledger.persistence.sql_store import SqlStore
 from ledger.queries import EventFilter
 from ledger.services import jobs, webhooks
+from ledger.services.approvals import Approver, decide
 from ledger.services.ledger import Ledger
 from ledger.services.submit import submit
 from ledger.services.webhook_relay import WebhookRelay
 from ledger.webhooks import DeliveryPolicy
 from tests.factories import started, succeeded
 from tests.plugins.api import Tokens, bearer
-from tests.tools import ECHO
+from tests.tools import APPROVED_CHARGE, ECHO
 from tests.webhook_receiver import (
     Receiver,
     dripping,
@@ -309,3 +310,31 @@ def test_the_issues_five_hundred_outcomes_arrive_once_each_across_an_outage(
     assert all(r.verified for r in receiver.got)
     duplicates = len(receiver.got) - len(receiver.unique())
     print(f"500 outcomes: {len(receiver.got)} deliveries received, {duplicates} duplicate(s)")
+
+
+def test_a_parked_call_is_delivered_as_approval_requested(store: SqlStore) -> None:
+    """docs/approvals.md: the decision of a call parked for a person's approval is delivered
+    (its webhook-id the decision event's id, the body the envelope: awaiting_approval and why),
+    and so is its outcome once decided."""
+    ledger = Ledger(store)
+    with receiving() as receiver:
+        register(store, receiver)
+        parked = submit(ledger, Caller("acme", "tests"), JobRequest(APPROVED_CHARGE, {})).view
+        deliverer = relay(store)
+        deliverer.start()
+        try:
+            assert wait_until(lambda: len(receiver.unique()) >= 1)
+            decide(ledger, parked.job_id, Approver("acme", "approver", "a"), "denied", "no")
+            assert wait_until(lambda: len(receiver.unique()) >= 2)
+        finally:
+            deliverer.stop()
+        decision, outcome = ledger.store.read_stream(job_stream(parked.job_id))[0::2]
+        got = receiver.unique()
+        assert set(got) == {str(decision.event_id), str(outcome.event_id)}
+        asked = orjson.loads(got[str(decision.event_id)].body)
+        assert (asked["status"], asked["approval"]["reason"]) == (
+            "awaiting_approval",
+            "this tool needs a person's approval for every call",
+        )
+        assert orjson.loads(got[str(outcome.event_id)].body)["status"] == "refused"
+        assert all(r.verified for r in receiver.got)

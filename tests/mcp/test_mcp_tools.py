@@ -172,6 +172,7 @@ def test_a_token_limited_to_one_tool_sees_only_that_tool(ledger: Served, transpo
     names, other = anyio.run(main)
     # The ledger's own tools beside it (a cancel, like a read, is not a call of a tool).
     ledger_tools = {"outcome_get", "outcome_list", "outcome_cancel"}
+    ledger_tools |= {"outcome_turn", "outcome_preflight"}
     assert names == {READ_ISSUE.replace(".", "__")} | ledger_tools
     # Calling another one anyway is a recorded refusal, as POST /v1/jobs would record it.
     assert other.is_error
@@ -183,7 +184,13 @@ def test_an_operator_token_over_http_calls_no_tool(ledger: Served) -> None:
         async with connect(ledger, "http", ledger.operator) as session:
             return {tool.name for tool in (await session.list_tools()).tools}
 
-    assert anyio.run(main) == {"outcome_get", "outcome_list", "outcome_cancel"}
+    assert anyio.run(main) == {
+        "outcome_get",
+        "outcome_list",
+        "outcome_cancel",
+        "outcome_turn",
+        "outcome_preflight",
+    }
 
 
 @pytest.mark.parametrize("token", ["none", "revoked"])

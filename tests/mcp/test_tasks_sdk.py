@@ -13,6 +13,7 @@ Needs Node and `npm ci` in tests/mcp/js, like test_typescript_sdk.py (CI=true: f
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -22,13 +23,15 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from ledger.job_view import JobView
 from ledger.services import jobs
 from ledger.services.ledger import open_ledger
+from ledger.services.tokens import create as create_token
 from tests.mcp.serving import Served, prepare
-from tests.mcp.test_typescript_sdk import node, run_script
+from tests.mcp.test_typescript_sdk import JS, node, run_script
 from tests.plugins.deployments import wait_until
 from tests.serving import outcomes_argv, serving
 
@@ -102,6 +105,56 @@ def test_a_task_outlives_the_server_that_created_it(served: Served) -> None:
     assert answer["structuredContent"]["job_id"] == task_id
     assert answer["structuredContent"]["status"] == "succeeded"
     assert answer["structuredContent"]["result"] == {"read": True}
+
+
+def test_a_parked_call_is_input_required_then_settles_once_approved(served: Served) -> None:
+    """docs/approvals.md over MCP: the official library sees the parked call's task as
+    `input_required` with the approval's reason, and, once a person approved it and a worker
+    ran it, resumes it to the call's outcome."""
+    config = {"step": "watch", "tool": "itest__charge_approved", "arguments": {"amount": 5}}
+    with worker(served, "p"), serving(served.home, served.env, api_only=True) as base:
+        config |= {"url": f"{base}/mcp", "token": served.agent}
+        watching = subprocess.Popen(
+            [node(), str(JS / "tasks.mjs"), json.dumps(config)],
+            cwd=JS,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert watching.stderr is not None
+            line = watching.stderr.readline()  # blocks until the client saw its task
+            assert line.startswith("parked "), line + watching.stderr.read()
+            task_id = line.split()[1]
+            with open_ledger(served.env["OUTCOMES_DATABASE_URL"]) as ledger:
+                approver = create_token(ledger, "acme", "approver", None, actor="tests").token
+            # Through the served API, whose outbox publishes the approved call to the worker.
+            approved = httpx.post(
+                f"{base}/v1/jobs/{task_id}/approve",
+                json={"reason": "checked"},
+                headers={"Authorization": f"Bearer {approver}"},
+                timeout=30,
+            )
+            assert approved.status_code == 200, approved.text
+            wait_until(lambda: job(served, task_id).terminal, 60, "the approved job to end")
+            try:
+                out, err = watching.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                watching.kill()
+                out, err = watching.communicate()
+                unsettled = f"the client did not settle: {job(served, task_id)} {err}"
+                raise AssertionError(unsettled) from None
+        finally:
+            if watching.poll() is None:
+                watching.kill()
+    assert watching.returncode == 0, err[-3000:]
+    report = json.loads(out.splitlines()[-1])
+    assert report["kind"] == "task" and report["taskId"] == task_id
+    assert report["first"]["status"] == "input_required", report
+    assert "approval" in report["first"]["statusMessage"]
+    assert report["outcome"]["status"] == "completed", report
+    answer = report["outcome"]["result"]["structuredContent"]
+    assert (answer["status"], answer["approval"]["decision"]) == ("succeeded", "approved")
 
 
 def test_a_cancelled_task_declines_its_job_which_never_starts(served: Served) -> None:

@@ -7,11 +7,15 @@ from __future__ import annotations
 import uuid
 from datetime import UTC, datetime, timedelta
 
+from ledger.approvals import denied_outcome, expired_outcome
 from ledger.codes import Code, OutcomeMissingCause
 from ledger.error_info import ErrorInfo
 from ledger.events import (
     JOB_EVENT_TYPES,
+    ApprovalAsk,
     Cancellation,
+    JobAccepted,
+    JobApprovalDecided,
     JobOutcomeMissing,
     JobRedispatched,
     JobRefused,
@@ -63,6 +67,21 @@ LIFECYCLES: dict[str, list[Payload] | None] = {
         WorkRetryScheduled(attempt=1, error=ERROR, fingerprint="f1", due_at=LATER),
         WorkDeclined(attempt=1, reason="Cancelled: enough.", cancelled=CANCELLED),
     ],
+    # Parked for a person's approval (docs/approvals.md): approved then run, denied, expired.
+    "approved": [
+        JobApprovalDecided(
+            decision="approved", reason="ok", token_id="t-a", account="acme", role="approver"
+        ),
+        _started(1),
+        WorkSucceeded(attempt=1, result={}),
+    ],
+    "denied": [
+        JobApprovalDecided(
+            decision="denied", reason="no", token_id="t-a", account="acme", role="approver"
+        ),
+        denied_outcome("no"),
+    ],
+    "expired": [expired_outcome()],
     "silent": [
         JobRedispatched(dispatch=2, reason="not started"),
         JobOutcomeMissing(
@@ -74,6 +93,9 @@ LIFECYCLES: dict[str, list[Payload] | None] = {
 }
 
 
+PARKED = ("approved", "denied", "expired")
+
+
 def test_every_event_type_folds_the_same_live_in_python_and_rebuilt(any_store: Store) -> None:
     live: dict[str, JobView] = {}
     seen: set[str] = set()
@@ -83,6 +105,10 @@ def test_every_event_type_folds_the_same_live_in_python_and_rebuilt(any_store: S
             decision = NewEvent(
                 payload=JobRefused(account="acme", tool=name, error=ERROR), actor="api"
             )
+        elif name in PARKED:
+            ask = ApprovalAsk(reason="a person looks first", expires_at=LATER)
+            payload = JobAccepted(account="acme", tool=f"t.{name}", args={}, approval=ask)
+            decision = NewEvent(payload=payload, actor="tok-agent")
         else:
             decision = accepted(tool=f"t.{name}")
         view = _append(any_store, JobAppend(job_id, [decision], None))

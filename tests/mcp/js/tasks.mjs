@@ -9,7 +9,10 @@
 //   - "resume": resume `reference` (a "start"'s) on this server and settle it: print the
 //               outcome's status and the tool call's result;
 //   - "cancel": call `tool`, cancel the task it answers, and print the task as the server
-//               then tells it.
+//               then tells it;
+//   - "watch":  call `tool`; print the task as the server first tells it (status and
+//               message; "parked <task id>" on stderr at once, for the test to act on), then
+//               settle it in the same session and print the outcome.
 // It prints one JSON document on its last line.
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
 import {
@@ -98,6 +101,16 @@ try {
       report.taskId = execution.handle.taskId;
       await execution.cancel();
       report.after = (await session.task(execution.handle.taskId).snapshot()).status;
+    }
+  } else if (config.step === "watch") {
+    const execution = await session.callTool(config.tool, config.arguments);
+    report.kind = execution.kind;
+    if (execution.kind === "task") {
+      report.taskId = execution.handle.taskId;
+      const seen = await session.task(report.taskId).snapshot();
+      report.first = { status: seen.status, statusMessage: seen.statusMessage ?? null };
+      process.stderr.write(`parked ${report.taskId}\n`);
+      report.outcome = await settled(execution);
     }
   } else {
     throw new Error(`unknown step ${config.step}`);
