@@ -31,6 +31,7 @@ from sqlalchemy import (
     select,
     text,
     tuple_,
+    union_all,
     update,
 )
 from sqlalchemy.dialects import postgresql, sqlite
@@ -64,6 +65,7 @@ from ledger.persistence.projections import Projection, default_projections
 from ledger.persistence.schema import (
     REQUEST_KEY,
     SCHEMA_REVISION,
+    archives,
     events,
     jobs,
     leases,
@@ -118,6 +120,30 @@ _KEY_HELD = select(jobs.c.job_id).where(
     jobs.c.account == bindparam("account"), jobs.c.idempotency_key == bindparam("key")
 )
 _LAST_LEDGER_HASH = select(events.c.ledger_hash).order_by(events.c.position.desc()).limit(1)
+# SQLite: the link of the ledger's last event, which a new event's link follows. An archive
+# removes the rows of the jobs ended below its cut and keeps the rest (tokens, brakes, jobs in
+# flight), so the last row left may be far before the archive's last event, or there may be
+# none: then the last link is the archive's (`archives.ledger_hash` at `ledger_last`), not
+# that row's. Whichever is later in the ledger order (on a tie, the same event's link).
+_LAST_ROW = (
+    select(events.c.position.label("position"), events.c.ledger_hash.label("link"))
+    .order_by(events.c.position.desc())
+    .limit(1)
+    .subquery()
+)
+_LAST_ARCHIVED = (
+    select(archives.c.ledger_last.label("position"), archives.c.ledger_hash.label("link"))
+    .where(archives.c.ledger_last.is_not(None))
+    .order_by(archives.c.ledger_last.desc())
+    .limit(1)
+    .subquery()
+)
+_LAST_LINKS = union_all(select(_LAST_ROW), select(_LAST_ARCHIVED)).subquery()
+_LAST_LEDGER_HASH_ARCHIVED = (
+    select(_LAST_LINKS.c.link).order_by(_LAST_LINKS.c.position.desc()).limit(1)
+)
+_HAS_ARCHIVES = text("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'archives'")
+_ENGINES_WITH_ARCHIVES: set[Engine] = set()
 _LOCK_SHARED = text("SELECT pg_advisory_xact_lock_shared(:k)")
 _RENEW = (
     update(leases)
@@ -149,6 +175,17 @@ _JOBS_TEXT = "SELECT view::text FROM jobs WHERE job_id = ANY(%s)"
 # Readiness: a trivial statement; and, until it has been seen once, the schema's revision.
 _PING = text("SELECT 1")
 _REVISION = text("SELECT version_num FROM alembic_version")
+
+
+def _last_ledger_hash(conn: Connection) -> str | None:
+    """SQLite: the ledger-wide link of the ledger's last event, in the database or, when an
+    archive removed it, in the newest archive (`_LAST_LEDGER_HASH_ARCHIVED`). A database not yet
+    migrated to archives (0018) has only its rows; once seen to have them, not asked again."""
+    if conn.engine not in _ENGINES_WITH_ARCHIVES:
+        if conn.execute(_HAS_ARCHIVES).first() is None:
+            return conn.execute(_LAST_LEDGER_HASH).scalar()
+        _ENGINES_WITH_ARCHIVES.add(conn.engine)
+    return conn.execute(_LAST_LEDGER_HASH_ARCHIVED).scalar()
 
 
 def _pages(read: Callable[[int, int], Sequence[RowT]], batch: int) -> Iterator[RowT]:
@@ -193,7 +230,7 @@ class SqlWrites(
                 self._check_key_across_partitions(stream_id, new_events)
         else:  # sequenced at write; Postgres's sequencer links after commit
             with translated(stream_id=stream_id):
-                link_rows(self.conn.execute(_LAST_LEDGER_HASH).scalar(), rows)
+                link_rows(_last_ledger_hash(self.conn), rows)
         with translated(stream_id=stream_id, event_id=str(new_events[0].event_id)):
             # One row: a plain execute (an executemany costs more for a single row).
             result = self.conn.execute(_INSERT, rows[0] if len(rows) == 1 else rows)

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from cli.main import cli
 from tests.factories import open_sql
-from tests.plugins.archiving import ended_jobs, soon
+from tests.plugins.archiving import ended_jobs, soon, token_events
 
 NOWHERE = "postgresql+psycopg://nobody@127.0.0.1:1/none"  # no database answers there
 
@@ -47,6 +47,26 @@ def test_archive_then_read_and_verify_the_files_without_a_database(
     result = CliRunner().invoke(cli, ["audit", "verify", "--archive", str(tmp_path)])
     assert result.exit_code == 2
     assert result.stderr.splitlines()[-1].startswith("outcomes: archive 1 broken:")
+
+
+def test_two_archives_of_the_ledgers_tail_then_both_verifies_pass(
+    tiny_url: str, tmp_path: Path
+) -> None:
+    """Each archive takes the ledger up to its last event (the tokens' rows are kept): the
+    events written between them go on from the first archive's last link."""
+    with open_sql(tiny_url) as store:
+        token_events(store, 2)
+        ended_jobs(store, 16)  # 3 + 37 events: a clean cut at the last one
+    archived = ["archive", "--before", soon().isoformat(), "--to", str(tmp_path), "--json"]
+    assert orjson.loads(run(tiny_url, *archived))["archive_id"] == 1
+    with open_sql(tiny_url) as store:
+        ended_jobs(store, 16)
+    archived[2] = soon().isoformat()
+    assert orjson.loads(run(tiny_url, *archived))["archive_id"] == 2
+    assert "verify" in run(tiny_url, "audit", "verify")
+    checked = run(NOWHERE, "audit", "verify", "--archive", str(tmp_path))
+    assert "ok: archive 1" in checked and "ok: archive 2" in checked
+    assert orjson.loads(run(NOWHERE, "audit", "verify", "--archive", str(tmp_path), "--json"))["ok"]
 
 
 def test_usage_errors_are_one_line(tmp_path: Path) -> None:

@@ -92,6 +92,33 @@ def test_a_second_archive_chains_to_the_first(store: SqlStore, tmp_path: Path) -
     assert base is not None and base.archive_id == 2 and base.kept_events >= 2
 
 
+@pytest.mark.parametrize(
+    ("tokens", "jobs_before"),
+    [(2, 16), (0, 13)],  # 40 and 30 events: the first archive ends at the ledger's last event
+    ids=["kept-rows-before-the-cut", "no-row-left"],
+)
+def test_events_written_after_an_archive_of_the_ledgers_tail_link_to_its_last_event(
+    store: SqlStore, tmp_path: Path, tokens: int, jobs_before: int
+) -> None:
+    """The archive removes every row from some kept one (or from the first) to the ledger's
+    last event: the next event's ledger-wide link goes on from the archive's last link, not
+    from the last row left (SQLite read that), so a second archive and both verifies pass."""
+    ledger = Ledger(store)
+    if tokens:
+        token_events(store, tokens)
+    ended_jobs(store, jobs_before)
+    first = archive.archive(ledger, tmp_path, soon()).manifest
+    with store.connection() as conn:
+        top = conn.execute(select(func.max(events.c.position))).scalar()
+    assert first.ledger_last is not None and (top is None or top < first.ledger_last)
+    both_verify(store, tmp_path)
+    ended_jobs(store, 16)
+    second = archive.archive(ledger, tmp_path, soon()).manifest
+    assert second.ledger_hash_before == first.ledger_hash_last
+    assert [r.state for r in store.archive_records()] == ["done", "done"]
+    both_verify(store, tmp_path)
+
+
 def test_a_job_not_ended_is_kept_not_in_the_way(store: SqlStore, tmp_path: Path) -> None:
     stuck = open_job(store)
     ended_jobs(store, 10)
