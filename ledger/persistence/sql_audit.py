@@ -204,11 +204,30 @@ class SqlAuditReads:
         return rows
 
     def rows_without_events(self, table: str, after: str | None, limit: int) -> list[str]:
-        found, key, model = table_of(table)
-        query = select(key).where(no_event_makes(found, key, model)).order_by(key).limit(limit)
-        if after is not None:
-            query = query.where(key > after)
-        return [str(k) for k in self.conn.execute(query).scalars()]
+        """A page of keys at a time, then their streams' events by the stream index. Not one
+        anti-join: at 1M jobs Postgres planned `NOT EXISTS` as a join filter against every
+        event of the model's types (its estimate of them far too low), which ran for hours;
+        keys then lookups stay O(rows) whatever the statistics say. Returns the first page
+        holding such rows (fewer than `limit` is not the end; empty is)."""
+        _, key, model = table_of(table)
+        types = sorted(model.types)
+        while True:
+            page = select(key).order_by(key).limit(limit)
+            if after is not None:
+                page = page.where(key > after)
+            keys = [str(k) for k in self.conn.execute(page).scalars()]
+            if not keys:
+                return []
+            made: set[str] = set()
+            for chunk in _chunks([model.home_stream(k) for k in keys]):
+                query = select(events.c.stream_id).where(
+                    events.c.stream_id.in_(chunk), events.c.type.in_(types)
+                )
+                made.update(self.conn.execute(query.distinct()).scalars())
+            missing = [k for k in keys if model.home_stream(k) not in made]
+            if missing:
+                return missing
+            after = keys[-1]
 
     def count_rows(self, table: str) -> int:
         found, _, _ = table_of(table)
