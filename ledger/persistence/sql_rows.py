@@ -4,9 +4,10 @@ error cause and account/tool scope, as SQLAlchemy Core expressions (Postgres and
 
 from __future__ import annotations
 
+import weakref
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import ColumnElement, and_, bindparam, select, true
+from sqlalchemy import ColumnElement, Connection, Engine, and_, bindparam, select, text, true
 
 from ledger.clock import utc
 from ledger.events import RecordedEvent
@@ -83,3 +84,19 @@ def job_scope(account: str | None, tool: str | None) -> list[ColumnElement[bool]
     if tool is not None:
         clauses.append(jobs.c.tool == tool)
     return [and_(*clauses)]
+
+
+_SQLITE_TABLES_SEEN: weakref.WeakKeyDictionary[Engine, set[str]] = weakref.WeakKeyDictionary()
+_SQLITE_TABLE = text("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = :name")
+
+
+def sqlite_has_table(conn: Connection, name: str) -> bool:
+    """Whether this SQLite database has the table `name` (a ledger not yet migrated to it is
+    written as before); once seen, not asked again for this engine: a migration only adds."""
+    seen = _SQLITE_TABLES_SEEN.setdefault(conn.engine, set())
+    if name in seen:
+        return True
+    found = conn.execute(_SQLITE_TABLE, {"name": name}).first() is not None
+    if found:
+        seen.add(name)
+    return found

@@ -79,7 +79,7 @@ from ledger.persistence.sql_fairness import take_submit_token
 from ledger.persistence.sql_outbox import SqlOutboxWrites
 from ledger.persistence.sql_reads import SqlReads
 from ledger.persistence.sql_rebuild import SqlRebuildWrites
-from ledger.persistence.sql_rows import PAGE, row_to_event
+from ledger.persistence.sql_rows import PAGE, row_to_event, sqlite_has_table
 from ledger.persistence.sql_sequencing import SqlSequencing
 from ledger.persistence.sql_tree import grow_at_write
 from ledger.persistence.sql_webhooks import SqlWebhookWrites
@@ -142,8 +142,6 @@ _LAST_LINKS = union_all(select(_LAST_ROW), select(_LAST_ARCHIVED)).subquery()
 _LAST_LEDGER_HASH_ARCHIVED = (
     select(_LAST_LINKS.c.link).order_by(_LAST_LINKS.c.position.desc()).limit(1)
 )
-_HAS_ARCHIVES = text("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'archives'")
-_ENGINES_WITH_ARCHIVES: set[Engine] = set()
 _LOCK_SHARED = text("SELECT pg_advisory_xact_lock_shared(:k)")
 _RENEW = (
     update(leases)
@@ -181,10 +179,8 @@ def _last_ledger_hash(conn: Connection) -> str | None:
     """SQLite: the ledger-wide link of the ledger's last event, in the database or, when an
     archive removed it, in the newest archive (`_LAST_LEDGER_HASH_ARCHIVED`). A database not yet
     migrated to archives (0018) has only its rows; once seen to have them, not asked again."""
-    if conn.engine not in _ENGINES_WITH_ARCHIVES:
-        if conn.execute(_HAS_ARCHIVES).first() is None:
-            return conn.execute(_LAST_LEDGER_HASH).scalar()
-        _ENGINES_WITH_ARCHIVES.add(conn.engine)
+    if not sqlite_has_table(conn, "archives"):
+        return conn.execute(_LAST_LEDGER_HASH).scalar()
     return conn.execute(_LAST_LEDGER_HASH_ARCHIVED).scalar()
 
 

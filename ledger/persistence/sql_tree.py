@@ -10,11 +10,10 @@ row cost 125 bytes on Postgres).
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Connection, Engine, bindparam, func, insert, select, text, update
+from sqlalchemy import Connection, bindparam, func, insert, select, text, update
 
 from ledger.errors import ImmutableLedgerError, SchemaMissingError
 from ledger.events import RecordedEvent
@@ -30,7 +29,7 @@ from ledger.persistence.schema import (
     merkle_gaps,
     merkle_nodes,
 )
-from ledger.persistence.sql_rows import PAGE, row_to_event
+from ledger.persistence.sql_rows import PAGE, row_to_event, sqlite_has_table
 from ledger.persistence.tree_contract import RecordedHead, TreeReads, TreeState
 
 _PG_STATE = text("SELECT t.tree_size, t.frontier, t.start_position FROM outcomes_tree_at() t")
@@ -243,28 +242,12 @@ class SqlTreeReads(TreeReads):
         return [row_to_event(row) for row in rows]
 
 
-_ENGINES_WITH_TREE: weakref.WeakSet[Engine] = weakref.WeakSet()
-
-
-def _has_tree(conn: Connection) -> bool:
-    """Whether this database has the tree's tables; once seen, not asked again (a migration
-    only adds them)."""
-    if conn.engine in _ENGINES_WITH_TREE:
-        return True
-    found = conn.execute(
-        text("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'ledger_tree'")
-    ).first()
-    if found is not None:
-        _ENGINES_WITH_TREE.add(conn.engine)
-    return found is not None
-
-
 def grow_at_write(conn: Connection, recorded: Sequence[RecordedEvent]) -> None:
     """SQLite: these events, just written in position order under the write lock, become the
     tree's next leaves; their subtrees and the new frontier are written in the same
     transaction. Positions a write burned before them are noted (`merkle_gaps`); refused if
     they do not come after the tree's last leaf (the tree would no longer be ledger order)."""
-    if not _has_tree(conn):
+    if not sqlite_has_table(conn, "ledger_tree"):
         return  # a ledger not yet migrated to the tree: its migration builds it from the events
     state = read_state(conn)
     expected = state.start_position if state.last_position is None else state.last_position + 1
