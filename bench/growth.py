@@ -58,7 +58,7 @@ import httpx
 import psycopg
 
 from bench._common import libpq_url, migrate, scratch_database, sqlalchemy_url
-from bench.growth_fill import Filled, align, fill, time_three_writes
+from bench.growth_fill import Filled, align, autovacuum_on, fill, time_three_writes, vacuum
 from bench.growth_probes import (
     Ran,
     agent_latencies,
@@ -253,7 +253,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                     align(ledger, filled)
                     say(f"aligned to a range boundary with {filled.padding} one-event jobs")
                 fill(ledger, stage.jobs, filled, say=say)
+                if not autovacuum_on(ledger):  # settled as autovacuum would be by now
+                    filled.vacuum_s += vacuum(ledger)
             stage.figures["fill_s"] = round(filled.seconds, 1)
+            stage.figures["vacuum_s"] = round(filled.vacuum_s, 1)
             if options.no_probes:
                 stage.figures["db_bytes"], stage.figures["tables"] = table_bytes(url)
                 continue

@@ -53,6 +53,7 @@ ROWS: list[tuple[str, Callable[[dict[str, Any]], str]]] = [
     ("100 jobs' three writes (ms)", lambda f: f"{f['three_writes_ms']:.1f}"),
     ("database (MB)", lambda f: f"{f['db_bytes'] / MB:.0f}"),
     ("time to fill so far (s)", lambda f: f"{f.get('fill_s', 0):.0f}"),
+    ("of which VACUUM (s; autovacuum off)", lambda f: f"{f.get('vacuum_s', 0):.0f}"),
 ]
 
 

@@ -92,9 +92,8 @@ _JOBS = (
         jobs.c.ledger_position >= bindparam("lo"),
         jobs.c.ledger_position < bindparam("hi"),
         jobs.c.terminal.is_(True),
-        jobs.c.job_id > bindparam("after"),
     )
-    .order_by(jobs.c.job_id)
+    .order_by(jobs.c.ledger_position)
     .limit(bindparam("limit"))
 )
 _RECORDS = select(archives).order_by(archives.c.archive_id)
@@ -178,9 +177,12 @@ class SqlArchives(SqlArchiveSwap):
             after = int(rows[-1].position)
 
     def archive_jobs(self, lower: int, upper: int) -> Iterator[dict[str, Any]]:
-        after = ""
+        # Paged by the position (a job's is its own event's, so unique), which `ix_jobs_position`
+        # serves in every window of `jobs`; paged by job id, each page walked every window's key
+        # index to the end (1M jobs: 46 MB of the file in 17 minutes).
+        start = lower
         while True:
-            params = {"lo": lower, "hi": upper, "after": after, "limit": PAGE_ROWS}
+            params = {"lo": start, "hi": upper, "limit": PAGE_ROWS}
             with self.connection() as conn, translated():
                 rows = [dict(row) for row in conn.execute(_JOBS, params).mappings()]
             if not rows:
@@ -189,7 +191,7 @@ class SqlArchives(SqlArchiveSwap):
                 for name in ("created_at", "updated_at"):
                     row[name] = utc(row[name])
             yield from rows
-            after = str(rows[-1]["job_id"])
+            start = int(rows[-1]["ledger_position"]) + 1
 
     def archive_records(self) -> list[ArchiveRecord]:
         with self.connection() as conn, translated():

@@ -33,6 +33,7 @@ from sqlalchemy import (
 from ledger.clock import utc
 from ledger.codes import Status
 from ledger.event_log import FINDINGS
+from ledger.persistence import sql_churn
 from ledger.persistence.schema import (
     events,
     finding_count_deltas,
@@ -224,10 +225,14 @@ def _as_time(value: Any) -> datetime:
 
 def compact(conn: Connection) -> int:
     """Fold the deltas into the totals (Postgres): how many delta rows, -1 when another fold
-    was under way. SQLite keeps no deltas."""
+    was under way. SQLite keeps no deltas. `conn` is in autocommit: every few seconds it also
+    vacuums the tables the folds empty (`sql_churn`), so what readers sum stays small."""
     if conn.dialect.name != "postgresql":
         return 0
-    return int(conn.execute(_COMPACT).scalar_one())
+    folded = int(conn.execute(_COMPACT).scalar_one())
+    if sql_churn.due(conn.engine):
+        sql_churn.vacuum_churn(conn)
+    return folded
 
 
 def recounting(conn: Connection) -> None:
