@@ -27,6 +27,7 @@ from ledger.queries import EventFilter
 from ledger.services import audit as audit_service
 from ledger.services import proofs, verifications, verify_passes, verify_proofs
 from ledger.services.ledger import Ledger
+from ledger.verification_record import FULL, SAMPLE, SINCE
 
 output_option = click.option(
     "--output",
@@ -357,7 +358,8 @@ def verify(
         found.digests.extend(verify_proofs.check_heads(ledger, published.heads))
     with_digest = earlier is not None or published is not None or since_file is not None
     try:
-        verifications.record(ledger, found, verified_by, with_digest)
+        scope = SINCE if since_file is not None else SAMPLE if sample is not None else FULL
+        verifications.record(ledger, found, verified_by, with_digest, scope)
     except StorageError as exc:  # a role that may only read: the verification still stands
         click.echo(f"outcomes: the result was not recorded: {exc}", err=True)
     if as_json:

@@ -22,7 +22,7 @@ from ledger.queueing import DispatchSummary
 from ledger.services.ledger import Ledger
 from ledger.services.status import LedgerStatus, ledger_status
 from ledger.settings import load_settings
-from ledger.verification_record import VerificationRecord
+from ledger.verification_record import SINCE, VerificationRecord
 
 DEFAULT_API_URL = "http://127.0.0.1:8000"
 EXIT_NOT_READY = 3  # the API did not answer ready (1 and 2 are errors and usage)
@@ -124,11 +124,17 @@ def _verified(record: VerificationRecord | None, position: int) -> str:
     if record is None:
         return "never (run outcomes audit verify)"
     outcome = "ok" if record.ok else f"FAILED ({record.problems} problems: {record.first_problem})"
-    behind = position - (record.last_position or 0)
     age = (now() - record.finished_at).total_seconds()
+    if not record.covers_range:
+        return (
+            f"{outcome}; a sample of {record.events} events proved against the tree head "
+            f"(not every event), {age:.0f} s ago, by {record.verified_by}"
+        )
+    behind = position - (record.last_position or 0)
+    since = " (the events since a tree head)" if record.scope == SINCE else ""
     return (
-        f"{outcome}; up to position {record.last_position or 0} ({behind} events since), "
-        f"{age:.0f} s ago, by {record.verified_by}"
+        f"{outcome}; up to position {record.last_position or 0}{since} ({behind} events "
+        f"since), {age:.0f} s ago, by {record.verified_by}"
     )
 
 

@@ -13,6 +13,11 @@ from typing import Any
 from ledger.clock import format_time
 
 MAX_BY = 200  # the column's width
+# What a verification covered: every event (`full`), the events after a trusted tree head plus
+# the streams they touched (`since`, `audit verify --since HEAD`), or N events drawn at random,
+# each proved against the head (`sample`): a statistical check, not a range checked.
+FULL, SINCE, SAMPLE = "full", "since", "sample"
+SCOPES = (FULL, SINCE, SAMPLE)
 
 
 @dataclass(frozen=True)
@@ -28,6 +33,12 @@ class VerificationRecord:
     first_problem: str | None  # the one line `audit verify` exited with
     verified_by: str  # `--by NAME`, else the OS user and host
     with_digest: bool  # against `--digest` or `--against`
+    scope: str = FULL  # one of SCOPES
+
+    @property
+    def covers_range(self) -> bool:
+        """Whether it checked every event up to `last_position` (a sample did not)."""
+        return self.scope != SAMPLE
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -42,6 +53,7 @@ class VerificationRecord:
             "first_problem": self.first_problem,
             "verified_by": self.verified_by,
             "with_digest": self.with_digest,
+            "scope": self.scope,
         }
 
 

@@ -67,29 +67,38 @@ def _last_verification(ledger: Ledger) -> Iterator[Metric]:
     Nothing at all until one is recorded: alert on its absence, its age and its outcome."""
     try:
         found = verifications.last(ledger)
+        covering = (
+            found if found is None or found.covers_range else verifications.last(ledger, False)
+        )
     except LedgerError as exc:  # the counts answered: report them, without this one
         log.warning("metrics: the last verification could not be read: %s", type(exc).__name__)
         return
     if found is None:
         return
-    position = GaugeMetricFamily(
-        "outcomes_last_verified_position",
-        "The last ledger position the last recorded `outcomes audit verify` checked.",
-    )
-    position.add_metric([], found.last_position or 0)
-    at = GaugeMetricFamily(
-        "outcomes_last_verified_timestamp_seconds",
-        "When the last recorded verification finished (Unix time; its age: time() - this).",
-    )
-    at.add_metric([], found.finished_at.timestamp())
     passed = GaugeMetricFamily(
         "outcomes_last_verification_ok",
-        "1 if the last recorded verification found the ledger intact, 0 if it found problems.",
+        "1 if the last recorded verification (of any scope: a sample's problem is one) found "
+        "the ledger intact, 0 if it found problems.",
     )
     passed.add_metric([], 1 if found.ok else 0)
+    yield passed
+    if covering is None:  # only samples so far: no range was ever checked whole
+        return
+    # A `--sample` checks no range: the position and age are the last full or --since run's.
+    position = GaugeMetricFamily(
+        "outcomes_last_verified_position",
+        "The last ledger position the last recorded whole-range `outcomes audit verify` "
+        "(full or --since, not --sample) checked.",
+    )
+    position.add_metric([], covering.last_position or 0)
+    at = GaugeMetricFamily(
+        "outcomes_last_verified_timestamp_seconds",
+        "When the last recorded whole-range verification finished (Unix time; its age: "
+        "time() - this).",
+    )
+    at.add_metric([], covering.finished_at.timestamp())
     yield position
     yield at
-    yield passed
 
 
 def _sequencer(found: counts.LedgerCounts) -> Iterator[Metric]:

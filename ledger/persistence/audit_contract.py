@@ -71,8 +71,9 @@ class AuditReads(ABC):
         order), streamed: nothing of it is held but the rows in flight."""
 
     @abstractmethod
-    def last_verification(self) -> VerificationRecord | None:
-        """The newest recorded verification (one index read), or None."""
+    def last_verification(self, samples: bool = True) -> VerificationRecord | None:
+        """The newest recorded verification (one index read), or None; with `samples` False,
+        the newest that checked a whole range (`covers_range`)."""
 
 
 class AuditWrites(ABC):

@@ -96,8 +96,9 @@ class MemoryAuditReads:
             if within:
                 yield name, within[-1].stream_version, within[-1].hash
 
-    def last_verification(self) -> VerificationRecord | None:
-        return self.state.verifications[-1] if self.state.verifications else None
+    def last_verification(self, samples: bool = True) -> VerificationRecord | None:
+        found = [r for r in self.state.verifications if samples or r.covers_range]
+        return found[-1] if found else None
 
 
 class MemoryAuditWrites(MemoryAuditReads):

@@ -514,6 +514,8 @@ verifications = Table(
     Column("first_problem", Text, nullable=True),  # the one line `audit verify` exits with
     Column("verified_by", String(200), nullable=False),
     Column("with_digest", Boolean, nullable=False),
+    # full, since or sample (ledger.verification_record.SCOPES; migration 0023)
+    Column("scope", String(16), nullable=False, server_default="full"),
     sqlite_autoincrement=True,
 )
 
@@ -540,7 +542,7 @@ read_model_rebuild = Table(
 READ_MODEL_TABLES = (jobs, brakes, tokens, webhooks)
 # The revision this code reads and writes: a ledger at an older one is not ready (/readyz) until
 # `outcomes migrate` runs (tests/persistence/test_migrations.py holds it to Alembic's head).
-SCHEMA_REVISION = "0022"
+SCHEMA_REVISION = "0023"
 
 
 def unique_constraints() -> dict[str, tuple[str, ...]]:

@@ -42,7 +42,7 @@ from ledger.persistence.schema import (
 from ledger.persistence.sql_rows import EVENT_COLUMNS, IN_CHUNK
 from ledger.queries import LedgerLink, StreamEvent, StreamKey
 from ledger.read_models import READ_MODELS, ReadModel
-from ledger.verification_record import VerificationRecord
+from ledger.verification_record import SAMPLE, VerificationRecord
 
 TABLES: dict[str, Table] = {table.name: table for table in READ_MODEL_TABLES}
 MODELS: dict[str, ReadModel[Any]] = {model.table: model for model in READ_MODELS}
@@ -265,8 +265,10 @@ class SqlAuditReads:
         for stream_id, version, hash_ in streamed:
             yield str(stream_id), int(version), str(hash_)
 
-    def last_verification(self) -> VerificationRecord | None:
+    def last_verification(self, samples: bool = True) -> VerificationRecord | None:
         query = select(verifications).order_by(verifications.c.id.desc()).limit(1)
+        if not samples:  # by the key index, newest first: samples are a few rows among them
+            query = query.where(verifications.c.scope != SAMPLE)
         row = self.conn.execute(query).mappings().first()
         if row is None:
             return None

@@ -11,7 +11,7 @@ from ledger.chain import Problem
 from ledger.clock import now
 from ledger.services.ledger import Ledger
 from ledger.services.verify_passes import Verification
-from ledger.verification_record import VerificationRecord, who_verifies
+from ledger.verification_record import FULL, SCOPES, VerificationRecord, who_verifies
 
 
 def failure(found: Verification) -> str | None:
@@ -41,9 +41,16 @@ def first_of(problems: list[Problem]) -> Problem | None:
 
 
 def record(
-    ledger: Ledger, found: Verification, verified_by: str | None, with_digest: bool
+    ledger: Ledger,
+    found: Verification,
+    verified_by: str | None,
+    with_digest: bool,
+    scope: str = FULL,
 ) -> VerificationRecord:
-    """Keep what `found` checked and found (`verified_by`: `--by`, else user@host)."""
+    """Keep what `found` checked and found (`verified_by`: `--by`, else user@host; `scope`:
+    what it covered, one of `verification_record.SCOPES`)."""
+    if scope not in SCOPES:
+        raise ValueError(f"scope {scope!r} is none of {', '.join(SCOPES)}")
     chain = found.chain
     problems = (
         chain.problems_total
@@ -63,13 +70,15 @@ def record(
         first_problem=failure(found),
         verified_by=who_verifies(verified_by),
         with_digest=with_digest,
+        scope=scope,
     )
     with ledger.store.transaction() as tx:
         tx.record_verification(kept)
     return kept
 
 
-def last(ledger: Ledger) -> VerificationRecord | None:
-    """The newest recorded verification, or None (one read by the primary key's index)."""
+def last(ledger: Ledger, samples: bool = True) -> VerificationRecord | None:
+    """The newest recorded verification, or None (one read by the primary key's index); with
+    `samples` False, the newest that checked a whole range (not a `--sample`)."""
     with ledger.store.quick_read() as reads:
-        return reads.last_verification()
+        return reads.last_verification(samples)

@@ -148,3 +148,42 @@ def test_a_verifier_that_may_only_read_still_gets_its_answer(
     done = outcomes("audit", "verify")
     assert "the result was not recorded: permission denied" in done.stderr
     assert "events in 1 streams verify" in done.stdout
+
+
+def test_a_sample_is_shown_as_a_sample_and_checks_no_range(
+    client: TestClient, tokens: Tokens, store: SqlStore, outcomes: Invoke, tmp_path: object
+) -> None:
+    """`--sample` proves N events: the record says so; the verified position and its age stay
+    the last whole-range run's, while a sample's problem would still show as not ok."""
+    for _ in range(4):
+        store.append(fresh_job_stream(), [accepted()], 0)
+    ledger = Ledger(store)
+    assert gauges(client, tokens.operator) == {}
+    outcomes("audit", "verify", "--sample", "2", "--seed", "1")
+    sampled = verifications.last(ledger)
+    assert sampled is not None and sampled.scope == "sample" and not sampled.covers_range
+    assert verifications.last(ledger, samples=False) is None
+    # Only samples so far: no range checked, so no position or age to alert on.
+    assert gauges(client, tokens.operator) == {"outcomes_last_verification_ok": 1.0}
+    assert "a sample of" in status(outcomes) and "up to position" not in status(outcomes)
+    page = console_audit(client, tokens.auditor)
+    assert "No problem in a sample" in page and "Intact" not in page
+
+    outcomes("audit", "verify")
+    full = verifications.last(ledger)
+    assert full is not None and full.scope == "full"
+    outcomes("audit", "digest", "--output", f"{tmp_path}/head.json")
+    store.append(fresh_job_stream(), [accepted()], 0)
+    outcomes("audit", "verify", "--since", f"{tmp_path}/head.json")
+    since = verifications.last(ledger)
+    assert since is not None and since.scope == "since" and since.covers_range
+    assert "(the events since a tree head)" in status(outcomes)
+    outcomes("audit", "verify", "--sample", "3")
+    assert orjson.loads(status(outcomes, "--json"))["last_verification"]["scope"] == "sample"
+    assert gauges(client, tokens.operator) == {
+        "outcomes_last_verified_position": since.last_position,
+        "outcomes_last_verified_timestamp_seconds": since.finished_at.timestamp(),
+        "outcomes_last_verification_ok": 1.0,
+    }
+    page = client.get("/console/audit").text
+    assert "a random sample, each event proved against the tree head" in page

@@ -142,6 +142,8 @@ def schema_diff(engine: Engine) -> list[Any]:
 
 
 def squash(sql: str) -> str:
+    # A table a migration made again (batch mode's copy, renamed) keeps its name quoted.
+    sql = re.sub(r'^(\s*CREATE TABLE )"(\w+)"', r"\1\2", sql)
     return re.sub(r"\s+", " ", sql).strip()
 
 
