@@ -1,6 +1,6 @@
 """Append benchmark: one event per transaction, the ledger's SqlStore vs raw psycopg 3.
 
-Run:  cd /work/main && .venv/bin/python -m bench.append [--n 1000] [--rounds 5] [--chunk 50]
+Run:  .venv/bin/python -m bench.append [--n 1000] [--rounds 5] [--chunk 50]
                                                          [--json] [--database-url URL]
 
 Three variants, on the same Postgres and the same migrated `events` table (triggers in place):

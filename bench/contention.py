@@ -1,7 +1,7 @@
 """Contention benchmark: T threads appending single-event jobs at once, with the advisory-lock
 waits Postgres shows meanwhile, beside raw psycopg 3 doing the same number of commits.
 
-Run:  cd /work/main && .venv/bin/python -m bench.contention [--threads 16] [--seconds 5]
+Run:  .venv/bin/python -m bench.contention [--threads 16] [--seconds 5]
                                           [--rounds 3] [--json] [--database-url URL | --vs PATH]
 
 Two variants, each a timed phase of `--seconds` seconds (a duration, not a count: every

@@ -1,6 +1,6 @@
 """Poll benchmark: `GET /v1/jobs/{id}` against a bare FastAPI endpoint, and long-poll wake-ups.
 
-Run:  cd /work/main && .venv/bin/python -m bench.poll [--requests 2000] [--rounds 6]
+Run:  .venv/bin/python -m bench.poll [--requests 2000] [--rounds 6]
           [--concurrency 32] [--waiters 1000] [--database-url postgresql://...] [--json]
 
 One uvicorn process on 127.0.0.1 (one worker, default settings, no access log) serves the

@@ -1,6 +1,6 @@
 """Reconcile benchmark: one scan with 1,000 open jobs, in a ledger of 10k events and of 1M events.
 
-Run:  cd /work/main && .venv/bin/python -m bench.reconcile [--small 10000] [--large 1000000]
+Run:  .venv/bin/python -m bench.reconcile [--small 10000] [--large 1000000]
                           [--open 1000] [--running 500] [--reps 50] [--explain] [--json]
                           [--verify-large] [--no-churn]
 
