@@ -6,7 +6,9 @@ request re-reads the job and decides for itself):
 
 - Postgres: LISTEN on the ledger's NOTIFY channel (sent in the appending transaction);
 - every backend: a poll that reads the `ledger_position` of the watched jobs only, one query
-  per tick however many requests wait (fast on SQLite, a slow safety net on Postgres).
+  per tick however many requests wait (fast on SQLite, a slow safety net on Postgres). On
+  SQLite the writers of every process ring a bell after each commit (`ledger.doorbell`),
+  which starts the next tick at once instead of at the end of its interval.
 
 Everything here runs on the server's event loop; no thread touches the watch table.
 """
@@ -22,6 +24,7 @@ from dataclasses import dataclass, field
 
 from starlette.concurrency import run_in_threadpool
 
+from ledger.doorbell import Bell
 from ledger.services import jobs
 from ledger.services.ledger import Ledger
 
@@ -61,6 +64,8 @@ class JobWaiter:
         self._ledger = ledger
         self._listener = jobs.listener(ledger, self.wake, self.wake_all)
         self.poll_s = poll_s or (LISTEN_POLL_S if self._listener else PLAIN_POLL_S)
+        self._bell: Bell | None = None  # while started, where the store has bells
+        self._rung = asyncio.Event()
         self._watches: dict[str, set[Watch]] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -76,7 +81,13 @@ class JobWaiter:
         loop = asyncio.get_running_loop()
         if self._loop is loop:
             return
+        self._let_go_of_bell()  # of a loop that is gone
         self._loop = loop
+        self._rung = asyncio.Event()
+        if self._listener is None:
+            self._bell = jobs.changes_bell(self._ledger)
+            if self._bell is not None:
+                loop.add_reader(self._bell.fileno(), self._on_ring)
         self._tasks = [loop.create_task(self._poll_forever(), name="long-poll poller")]
         if self._listener is not None:
             self._tasks.append(loop.create_task(self._listener.run(), name="long-poll listener"))
@@ -90,7 +101,17 @@ class JobWaiter:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks = []
+        self._let_go_of_bell()
         self._loop = None
+
+    def _let_go_of_bell(self) -> None:
+        if self._bell is None:
+            return
+        if self._loop is not None:
+            with contextlib.suppress(RuntimeError):  # a closed loop has no readers left
+                self._loop.remove_reader(self._bell.fileno())
+        self._bell.close()
+        self._bell = None
 
     @contextlib.contextmanager
     def watch(self, job_id: str, *, until_terminal: bool = False) -> Iterator[Watch]:
@@ -117,9 +138,22 @@ class JobWaiter:
         """After a (re)connect: notifications may have been lost meanwhile."""
         self.wake(list(self._watches))
 
+    def _on_ring(self) -> None:
+        if self._bell is not None and self._bell.clear():
+            self._rung.set()
+
+    async def _tick(self) -> None:
+        """Until the next poll: its interval, or a ring of the bell, whichever comes first."""
+        if self._bell is None:
+            await asyncio.sleep(self.poll_s)
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._rung.wait(), self.poll_s)
+        self._rung.clear()
+
     async def _poll_forever(self) -> None:
         while True:
-            await asyncio.sleep(self.poll_s)
+            await self._tick()
             if not self._watches:
                 continue
             try:

@@ -11,7 +11,7 @@ from celery import Celery
 from ledger.services.reconcile import INTERVAL_S as RECONCILE_INTERVAL_S
 from ledger.settings import DEFAULT_HOME, Settings, load_settings
 from ledger.tools import load_tool_modules
-from workers.embedded_broker import SCHEME
+from workers.embedded_broker import BELLS, SCHEME
 
 EXECUTE_TASK = "outcomes.execute"
 RECONCILE_TASK = "outcomes.reconcile"
@@ -22,6 +22,7 @@ def embedded_broker(home: Path = DEFAULT_HOME) -> tuple[str, dict[str, Any]]:
     queue_dir = (home / "broker" / "queue").resolve()
     processed = (home / "broker" / "processed").resolve()
     control = (home / "broker" / "control").resolve()  # kombu's default is ./control
+    bells = (home / "broker" / "bells").resolve()  # consumers' wake-ups (embedded_broker)
     home.mkdir(mode=0o700, parents=True, exist_ok=True)  # the ledger's folder too: private
     for folder in (queue_dir, processed, control):
         folder.mkdir(parents=True, exist_ok=True)
@@ -31,7 +32,8 @@ def embedded_broker(home: Path = DEFAULT_HOME) -> tuple[str, dict[str, Any]]:
         "processed_folder": str(processed),
         "store_processed": False,
         "control_folder": str(control),
-        "polling_interval": 0.05,
+        "polling_interval": 0.05,  # where bells do not work (not Linux)
+        BELLS: str(bells),
     }
     return f"{SCHEME}://", options
 

@@ -404,6 +404,11 @@ class Store(ArchiveStore, ABC):
         """A listener for job changes, where the backend can push them (else None: poll)."""
         return None
 
+    def changes_bells(self) -> Path | None:
+        """The folder of bells (`ledger.doorbell`) this store's writers ring after each commit,
+        where the backend has no push of its own and processes share it (SQLite); else None."""
+        return None
+
     def loop_job_reads(self) -> LoopReads | None:
         """Job reads for the running event loop, with no thread hop, where the backend has
         them (else None: read on a thread). The caller closes them, on that loop."""

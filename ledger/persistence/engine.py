@@ -8,6 +8,7 @@ equals position order.
 from __future__ import annotations
 
 import os
+import sqlite3
 from contextlib import suppress
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
+from ledger import doorbell
 from ledger.errors import ConfigurationError
 
 READ_ONLY = "ledger_read_only"  # execution option: plain BEGIN (SQLite readers don't queue)
@@ -86,11 +88,45 @@ def create_private(database: Path) -> None:
         os.close(os.open(database, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
 
 
+def changes_bells(engine: Engine) -> Path | None:
+    """The folder of bells a SQLite ledger's writers ring after each commit that changed a row
+    (`ledger.doorbell`): what wakes the API's long-polls there. None for Postgres (its NOTIFY
+    pushes the changes) and for a SQLite database with no file of its own."""
+    if engine.dialect.name != "sqlite":
+        return None
+    return _bells_of(engine.url.database)
+
+
+def _bells_of(database: str | None) -> Path | None:
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return None
+    return Path(database).with_name(Path(database).name + "-bells")
+
+
+def _ringing(bells: Path) -> type[sqlite3.Connection]:
+    """A SQLite connection that rings `bells` after a commit that changed a row."""
+
+    class RingingConnection(sqlite3.Connection):
+        _rung_at = 0  # total_changes when it last rang
+
+        def commit(self) -> None:
+            super().commit()
+            if self.total_changes != self._rung_at:
+                self._rung_at = self.total_changes
+                doorbell.ring(bells)
+
+    return RingingConnection
+
+
 def _sqlite_engine(url: str, common: dict[str, Any]) -> Engine:
     database = make_url(url).database
-    if database and database != ":memory:" and not database.startswith("file:"):
-        create_private(Path(database))
-    engine = create_engine(url, connect_args={"timeout": 60}, **common)
+    connect_args: dict[str, Any] = {"timeout": 60}
+    bells = _bells_of(database)
+    if bells is not None:
+        create_private(Path(database or ""))
+        if doorbell.supported():
+            connect_args["factory"] = _ringing(bells)
+    engine = create_engine(url, connect_args=connect_args, **common)
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:

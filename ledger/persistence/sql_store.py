@@ -57,7 +57,7 @@ from ledger.persistence.base import (
     Store,
     Writes,
 )
-from ledger.persistence.engine import READ_ONLY, libpq_dsn
+from ledger.persistence.engine import READ_ONLY, changes_bells, libpq_dsn
 from ledger.persistence.errors import translated
 from ledger.persistence.locks import lock
 from ledger.persistence.loop_reads import LoopJobReads, job_answer, job_statement
@@ -525,6 +525,9 @@ class SqlStore(SqlSequencing, SqlArchives, Store):
         from ledger.persistence.notify_listener import JobListener
 
         return JobListener(libpq_dsn(self.engine), on_jobs, on_connect)
+
+    def changes_bells(self) -> Path | None:
+        return changes_bells(self.engine)
 
     def describe(self) -> str:
         return self.engine.url.render_as_string(hide_password=True)

@@ -12,11 +12,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ledger import queueing
+from ledger import doorbell, queueing
 from ledger.access import DETAIL_ROLES, hash_token, may_see
 from ledger.chain import stream_links
 from ledger.clock import now
 from ledger.cursor import cursor_key, issue_cursor, position_of
+from ledger.doorbell import Bell
 from ledger.errors import JobArchivedError, JobNotFoundError, NotAuthenticatedError
 from ledger.events import job_stream
 from ledger.job_view import JobView, Waiting
@@ -235,3 +236,9 @@ def positions(ledger: Ledger, job_ids: Sequence[str]) -> dict[str, int]:
 def listener(ledger: Ledger, on_jobs: OnJobs, on_connect: OnConnect) -> Listener | None:
     """Pushed job changes, where the store has them (Postgres); None: poll `positions`."""
     return ledger.store.job_listener(on_jobs, on_connect)
+
+
+def changes_bell(ledger: Ledger) -> Bell | None:
+    """A bell that rings when another process of this machine commits a change to the ledger,
+    where the store has bells (SQLite; `ledger.doorbell`); None: poll at the usual pace."""
+    return doorbell.listen(ledger.store.changes_bells())

@@ -26,9 +26,9 @@ SOON_S = 5.0  # "well before the limit": a wake-up, not a timeout
 
 @pytest.fixture
 def hinted_client(app: FastAPI, store: SqlStore) -> Iterator[TestClient]:
-    """On Postgres the polling fallback is switched off, so only LISTEN/NOTIFY can wake."""
-    if store.dialect == "postgresql":
-        app.state.api.waiter.poll_s = 3600.0
+    """The polling fallback is switched off, so only a push can wake: LISTEN/NOTIFY on
+    Postgres, the ledger's bell on SQLite (a commit rings it, `ledger.doorbell`)."""
+    app.state.api.waiter.poll_s = 3600.0
     with TestClient(app) as client:
         yield client
 

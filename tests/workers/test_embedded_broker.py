@@ -16,6 +16,7 @@ from kombu import Connection, Exchange, Queue
 from kombu.exceptions import ChannelError
 
 import workers.embedded_broker as embedded
+from ledger import doorbell
 from workers.app import embedded_broker
 
 
@@ -182,3 +183,36 @@ def test_a_publish_beside_a_first_bind_reaches_the_queue(
         got = sorted(simple.get(timeout=5).payload["n"] for _ in range(2))
         simple.close()
     assert got == [0, 1]
+
+
+@pytest.mark.skipif(not doorbell.supported(), reason="bells need Linux")
+def test_a_waiting_consumer_is_woken_by_a_put_not_by_its_poll(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(embedded, "BELL_POLL_S", 3600.0)  # only a ring can wake it in time
+    woken: list[bool] = []  # each wait of the consumer's: ended by a ring (True) or timed out
+    real_wait = doorbell.Bell.wait
+
+    def wait(bell: doorbell.Bell, timeout: float) -> bool:
+        woken.append(real_wait(bell, timeout))
+        return woken[-1]
+
+    monkeypatch.setattr(doorbell.Bell, "wait", wait)
+    url, options = embedded_broker(tmp_path)
+    bells = Path(options[embedded.BELLS])
+    queue = a_queue()
+    got: list[Any] = []
+    with Connection(url, transport_options=options) as conn:
+        consumer = conn.Consumer([queue], callbacks=[lambda body, message: got.append(body)])
+        with consumer:
+            publisher = threading.Timer(0.2, publish, args=(url, options, queue, {"n": 1}))
+            publisher.start()
+            try:
+                conn.drain_events(timeout=30)  # TimeoutError: no ring woke it
+            finally:
+                publisher.cancel()
+                publisher.join()
+            assert len(list(bells.iterdir())) == 1  # the consumer's bell, while it consumes
+    assert got == [{"n": 1}]
+    assert woken == [True]  # one wait, ended by the put's ring
+    assert list(bells.iterdir()) == []  # closed with its connection
