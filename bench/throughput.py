@@ -373,7 +373,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if options.tree_ab:
         from bench.throughput_treeab import tree_ab
 
-        return tree_ab(options)
+        return tree_ab(options, _ours)
     with exit_cleanly_on_sigterm(), ExitStack() as stack:
         setup = set_up(stack, options)
         load_before = load_average()

@@ -23,9 +23,8 @@ from pathlib import Path
 
 import psycopg
 
-import ledger.persistence.sequencer_session as sequencer_session
-import ledger.persistence.sql_sequencing as sql_sequencing
 from bench._common import libpq_url
+from bench._store import TICKING
 
 SOURCE = Path(__file__).resolve().parents[1] / "migrations" / "functions" / "outcomes_sequence.sql"
 NOTREE_FUNCTION = "bench_sequence_notree"
@@ -62,21 +61,19 @@ def install(url: str) -> None:
         conn.execute(statement.encode())
 
 
-# The modules whose tick statement runs `outcomes_sequence`: the loop's session and the store's.
-_TICKING = (sequencer_session, sql_sequencing)
 _STATEMENT = "SEQUENCE"
 
 
 @contextmanager
 def without_tree() -> Iterator[None]:
     """This process's ticks call `bench_sequence_notree` instead of `outcomes_sequence`."""
-    saved = [getattr(module, _STATEMENT) for module in _TICKING]
-    for module in _TICKING:
+    saved = [getattr(module, _STATEMENT) for module in TICKING]
+    for module in TICKING:
         setattr(module, _STATEMENT, NOTREE_SEQUENCE)
     try:
         yield
     finally:
-        for module, statement in zip(_TICKING, saved, strict=True):
+        for module, statement in zip(TICKING, saved, strict=True):
             setattr(module, _STATEMENT, statement)
 
 

@@ -25,10 +25,11 @@ import os
 import sys
 import tempfile
 import uuid
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, TypeVar
 
 from bench._common import exit_cleanly_on_sigterm, migrate, scratch_database, server_settings
 from bench.throughput_lag import Lag, LagSamples, lag_json, lag_samples, probing, write_head
@@ -36,9 +37,27 @@ from bench.throughput_report import load_average
 from bench.throughput_variants import LedgerVariant
 from bench.throughput_workers import delete_queues
 
-if TYPE_CHECKING:
-    from bench.throughput import Options
 
+class Options(Protocol):
+    """What of bench.throughput's options the A/B reads."""
+
+    @property
+    def n(self) -> int: ...
+    @property
+    def rounds(self) -> int: ...
+    @property
+    def warmup(self) -> int: ...
+    @property
+    def broker_url(self) -> str: ...
+    @property
+    def timeout_s(self) -> float: ...
+    @property
+    def as_json(self) -> bool: ...
+
+
+OptionsT = TypeVar("OptionsT", bound=Options)
+# bench.throughput's `_ours`: (stack, url, options, queue, logs, arm, reconciler argv) -> ours.
+MakeArm = Callable[[ExitStack, str, OptionsT, str, Path, str, Sequence[str]], LedgerVariant]
 WITH, WITHOUT = "with_tree", "without_tree"
 ARMS = (WITH, WITHOUT)
 GOAL_RATIO = 1.10  # issue 45: with / without, lag p99, at most
@@ -68,9 +87,7 @@ def _reconcile_argv(arm: str) -> list[str]:
     return [sys.executable, "-m", "bench.throughput_notree", "reconcile"]
 
 
-def set_up(stack: ExitStack, options: Options) -> dict[str, Arm]:
-    from bench.throughput import _ours
-
+def set_up(stack: ExitStack, options: OptionsT, make_arm: MakeArm[OptionsT]) -> dict[str, Arm]:
     run_id = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
     queues = {arm: f"bench-throughput-{arm}-{run_id}" for arm in ARMS}
     stack.callback(delete_queues, options.broker_url, list(queues.values()))  # runs last
@@ -79,7 +96,7 @@ def set_up(stack: ExitStack, options: Options) -> dict[str, Arm]:
     for arm in ARMS:
         url = stack.enter_context(scratch_database(f"outcomes_tput_{arm}"))
         migrate(url)
-        variant = _ours(stack, url, options, queues[arm], logs, arm, _reconcile_argv(arm))
+        variant = make_arm(stack, url, options, queues[arm], logs, arm, _reconcile_argv(arm))
         arms[arm] = Arm(variant, url)
     return arms
 
@@ -186,9 +203,9 @@ def report_json(report: Report) -> str:
     return json.dumps(document)
 
 
-def tree_ab(options: Options) -> int:
+def tree_ab(options: OptionsT, make_arm: MakeArm[OptionsT]) -> int:
     with exit_cleanly_on_sigterm(), ExitStack() as stack:
-        arms = set_up(stack, options)
+        arms = set_up(stack, options, make_arm)
         server = server_settings(
             arms[WITH].variant.poll, ("server_version", "synchronous_commit", "fsync")
         )
