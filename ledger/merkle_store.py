@@ -34,7 +34,10 @@ up to 2**53 - 1.
 The storage port: `SubtreeHashes.read(level, start, stop)`, a range of one stored level, and
 `SubtreeHashWriter.write(subtrees)`. `MemorySubtreeHashes` implements both (tests and the
 memory store); the SQL stores keep levels 4, 8, … in a table keyed by (level, index) and serve
-level 0 from the events (`LeavesFromEvents`).
+level 0 from the events (`LeavesFromEvents`). A store may also answer several ranges at once
+(`read_spans`): Postgres reads all of a proof's stored levels above the leaves in one statement,
+so a proof costs one round trip for them and one for each of its (at most two) blocks of
+leaves.
 """
 
 from __future__ import annotations
