@@ -18,12 +18,17 @@ they reach it here, in this one module, and nowhere else in bench/
   through the store's batched append (`JobAppend`s), as no use case writes them in bulk;
 - bench.reconcile bulk-loads its closed history as rows (COPY, the jobs projection's
   `ViewProjection.row`), checks them against the tables (`events`, `jobs`, `leases`,
-  `row_to_event`), and times the reconciler's read and its SQL alone.
+  `row_to_event`), and times the reconciler's read and its SQL alone;
+- bench.throughput_notree (bench.throughput --tree-ab's "without" arm) points the sequencer's
+  tick statement, in the modules that run it (`TICKING`: the loop's session and the store's
+  `sequence()`), at a tick without the Merkle tree.
 """
 
 from __future__ import annotations
 
-from ledger.persistence import job_batch
+from types import ModuleType
+
+from ledger.persistence import job_batch, sequencer_session, sql_sequencing
 from ledger.persistence.appends import AppendStatus, JobAppend, LeaseChange
 from ledger.persistence.engine import make_engine
 from ledger.persistence.projections import ViewProjection
@@ -34,6 +39,7 @@ from ledger.persistence.sql_store import SqlStore
 
 __all__ = [
     "EVENT_COLUMNS",
+    "TICKING",
     "AppendStatus",
     "JobAppend",
     "LeaseChange",
@@ -47,6 +53,10 @@ __all__ = [
     "row_to_event",
     "sql_store",
 ]
+
+
+# The modules whose `SEQUENCE` statement runs a sequencer tick (`outcomes_sequence`).
+TICKING: tuple[ModuleType, ...] = (sequencer_session, sql_sequencing)
 
 
 def sql_store(url: str, *, pool_size: int = 5) -> SqlStore:

@@ -3,7 +3,7 @@ Celery no-op tasks and with Celery using its own database result backend.
 
 Run:  cd /work/main && .venv/bin/python -m bench.throughput [--n 300] [--rounds 3] [--json]
           [--concurrency 2] [--pool prefork] [--broker-url amqp://...] [--timeout 120]
-          [--producers 1] [--hold-open-s 0]
+          [--producers 1] [--hold-open-s 0] [--tree-ab]
 
 One run, the same RabbitMQ and the same Postgres for all three; each variant gets one
 `celery worker` OS process (started here by subprocess, stopped by pid at the end) with the
@@ -37,7 +37,8 @@ Ours runs as deployed: an `outcomes reconcile` process beside its worker, which 
 the sequencer. The report ends with ours' sequencing lag over the timed rounds and, with
 `--hold-open-s S`, over two spells of S seconds of ours' rounds back to back, without and with
 one transaction held open (bench/throughput_lag.py); goal p99 <= 20 ms, unchanged by the held
-transaction.
+transaction. `--tree-ab` runs instead ours with and without the Merkle tree, in alternating turns,
+and compares their sequencing lag (bench/throughput_treeab.py).
 
 Goals: ours >= 0.5x bare Celery (stretch 0.8x), ours >= 2x Celery with its result backend,
 ours >= 1,000 recorded jobs/s. Speed is measured, not asserted: the script prints whether each
@@ -52,7 +53,6 @@ OUTCOMES_BENCH_PG_ADMIN (default postgres@127.0.0.1:5432) and dropped at the end
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile
@@ -79,7 +79,6 @@ from bench.throughput_lag import (
     Lag,
     held_open,
     lag_after,
-    lag_json,
     lag_lines,
     probing,
     write_head,
@@ -127,6 +126,7 @@ class Options:
     as_json: bool
     producers: int = 1
     hold_open_s: float = 0.0
+    tree_ab: bool = False
 
 
 def parse_options(argv: Sequence[str] | None) -> Options:
@@ -152,6 +152,7 @@ def parse_options(argv: Sequence[str] | None) -> Options:
         help="then run ours' rounds back to back for this long twice, without and with one"
         " transaction held open, and print the sequencing lag of each (0: no such spells)",
     )
+    parser.add_argument("--tree-ab", action="store_true", help="ours' lag with vs without tree")
     parser.add_argument("--json", action="store_true", help="print one JSON line, no table")
     args = parser.parse_args(argv)
     if args.hold_open_s < 0:
@@ -169,6 +170,7 @@ def parse_options(argv: Sequence[str] | None) -> Options:
         args.json,
         args.producers,
         args.hold_open_s,
+        args.tree_ab,
     )
 
 
@@ -207,7 +209,15 @@ def _autocommit(stack: ExitStack, url: str) -> psycopg.Connection[Any]:
     return stack.enter_context(psycopg.connect(libpq_url(url), autocommit=True))
 
 
-def _ours(stack: ExitStack, url: str, options: Options, queue: str, logs: Path) -> LedgerVariant:
+def _ours(
+    stack: ExitStack,
+    url: str,
+    options: Options,
+    queue: str,
+    logs: Path,
+    arm: str = OURS,  # --tree-ab: an arm, and its reconciler's command if not `outcomes`'
+    reconcile: Sequence[str] = (),
+) -> LedgerVariant:
     settings = Settings(
         database_url=sqlalchemy_url(url),
         broker_url=options.broker_url,
@@ -225,9 +235,11 @@ def _ours(stack: ExitStack, url: str, options: Options, queue: str, logs: Path) 
         "OUTCOMES_TOOLS": TOOLS_MODULE,
         "OUTCOMES_QUEUE": queue,
     }
-    worker = stack.enter_context(running_worker(OURS, ledger_worker_argv(options.pool), env, logs))
+    worker = stack.enter_context(running_worker(arm, ledger_worker_argv(options.pool), env, logs))
     # As deployed: a reconciler runs beside the workers, and on Postgres it is the sequencer.
-    stack.enter_context(running_worker("reconciler", ledger_reconcile_argv(), env, logs))
+    reconciler = "reconciler" if arm == OURS else f"reconciler-{arm}"
+    argv = list(reconcile) or ledger_reconcile_argv()
+    stack.enter_context(running_worker(reconciler, argv, env, logs))
     poll = _autocommit(stack, url)
     # The poll counts open jobs on the partial index ix_jobs_open. The planner's statistics lag
     # this churn, and a sequential scan of every job each 10 ms cost the database more than
@@ -238,7 +250,7 @@ def _ours(stack: ExitStack, url: str, options: Options, queue: str, logs: Path) 
     # As the API does: the process's outbox publishes after the decision, on its own threads.
     outbox = Outbox(ledger, dispatcher)
     stack.callback(outbox.close)
-    return LedgerVariant(ledger, outbox, poll, worker)
+    return LedgerVariant(ledger, outbox, poll, worker, name=arm)
 
 
 def _baseline_env(options: Options, queue: str, counter: str, backend: str) -> dict[str, str]:
@@ -358,6 +370,10 @@ def _ours_of(setup: Setup) -> LedgerVariant:
 
 def main(argv: Sequence[str] | None = None) -> int:
     options = parse_options(argv)
+    if options.tree_ab:
+        from bench.throughput_treeab import tree_ab
+
+        return tree_ab(options, _ours)
     with exit_cleanly_on_sigterm(), ExitStack() as stack:
         setup = set_up(stack, options)
         load_before = load_average()
@@ -374,14 +390,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         options.n, options.rounds, options.pool, options.broker_url, server, options.producers
     )
     if options.as_json:
-        document = json.loads(report_json(run, result))
-        document["sequencing_lag"] = {
-            "rounds": lag_json(lag),
-            "spell": lag_json(held[0] if held else None),
-            "spell_held_open": lag_json(held[1] if held else None),
-        }
-        document["hold_open_s"] = options.hold_open_s
-        print(json.dumps(document))
+        print(report_json(run, result, (lag, held, options.hold_open_s)))
     else:
         print("\n".join([report_table(run, result), *lag_lines(lag, held, options.hold_open_s)]))
     return 0

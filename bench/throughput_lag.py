@@ -95,10 +95,45 @@ def write_head(conn: psycopg.Connection[Any]) -> int:
     return int(row[0]) if row else 0
 
 
+@dataclass(frozen=True)
+class LagSamples:
+    """Each event's two waits, in ms (see the module's docstring): what `Lag` summarizes, kept
+    so that rounds can be pooled."""
+
+    recorded_ms: list[float]
+    commit_ms: list[float]
+
+    def lag(self) -> Lag:
+        recorded, committed = self.recorded_ms, self.commit_ms
+        return Lag(
+            len(recorded),
+            percentile(recorded, 0.5),
+            percentile(recorded, 0.99),
+            max(recorded, default=0.0),
+            percentile(committed, 0.5),
+            percentile(committed, 0.99),
+            max(committed, default=0.0),
+        )
+
+    @staticmethod
+    def pooled(samples: list[LagSamples]) -> LagSamples:
+        return LagSamples(
+            [ms for s in samples for ms in s.recorded_ms],
+            [ms for s in samples for ms in s.commit_ms],
+        )
+
+
 def lag_after(
     conn: psycopg.Connection[Any], after: int, probe: Probe, settle_s: float = SETTLE_S
 ) -> Lag:
     """The lag of every event written after `after`, once each has its position."""
+    return lag_samples(conn, after, probe, settle_s).lag()
+
+
+def lag_samples(
+    conn: psycopg.Connection[Any], after: int, probe: Probe, settle_s: float = SETTLE_S
+) -> LagSamples:
+    """The waits of every event written after `after`, once each has its position."""
     unsequenced = (
         "SELECT count(*) FROM events e WHERE e.position > %s"
         " AND NOT EXISTS (SELECT 1 FROM ledger_order o WHERE o.event_position = e.position)"
@@ -125,15 +160,7 @@ def lag_after(
         else 0.0
         for p, _, done in rows
     ]
-    return Lag(
-        len(rows),
-        percentile(recorded, 0.5),
-        percentile(recorded, 0.99),
-        max(recorded, default=0.0),
-        percentile(committed, 0.5),
-        percentile(committed, 0.99),
-        max(committed, default=0.0),
-    )
+    return LagSamples(recorded, committed)
 
 
 @contextmanager

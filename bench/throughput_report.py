@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bench._common import Summary, render_table
+from bench.throughput_lag import Lag, lag_json
 from bench.throughput_variants import BACKEND, BARE, OURS, Round
 from bench.throughput_workers import Pool
 
@@ -90,7 +91,22 @@ def _broker_label(url: str) -> str:
     return f"{scheme}://{rest.rpartition('@')[2]}"
 
 
-def report_json(run: RunInfo, result: Result) -> str:
+def report_json(
+    run: RunInfo, result: Result, lag: tuple[Lag, tuple[Lag, Lag] | None, float] | None = None
+) -> str:
+    """One JSON line; with `lag` (the rounds', the spells' and --hold-open-s), the lag too."""
+    document = (
+        {}
+        if lag is None
+        else {
+            "sequencing_lag": {
+                "rounds": lag_json(lag[0]),
+                "spell": lag_json(lag[1][0] if lag[1] else None),
+                "spell_held_open": lag_json(lag[1][1] if lag[1] else None),
+            },
+            "hold_open_s": lag[2],
+        }
+    )
     return json.dumps(
         {
             "bench": "throughput",
@@ -126,6 +142,7 @@ def report_json(run: RunInfo, result: Result) -> str:
             "stretch_met": {f"ours_vs_{v}": result.ratio(v) >= goal for v, goal in STRETCH.items()},
             "goal_jobs_per_s": RATE_GOAL,
             "goal_jobs_per_s_met": result.rates[OURS].median >= RATE_GOAL,
+            **document,
         }
     )
 

@@ -34,7 +34,10 @@ up to 2**53 - 1.
 The storage port: `SubtreeHashes.read(level, start, stop)`, a range of one stored level, and
 `SubtreeHashWriter.write(subtrees)`. `MemorySubtreeHashes` implements both (tests and the
 memory store); the SQL stores keep levels 4, 8, … in a table keyed by (level, index) and serve
-level 0 from the events (`LeavesFromEvents`).
+level 0 from the events (`LeavesFromEvents`). A store may also answer several ranges at once
+(`read_spans`): Postgres reads all of a proof's stored levels above the leaves in one statement,
+so a proof costs one round trip for them and one for each of its (at most two) blocks of
+leaves.
 """
 
 from __future__ import annotations
@@ -68,6 +71,19 @@ class SubtreeHashes(Protocol):
         """The hashes of the stored subtrees `start` .. `stop - 1` of `level` (a stored level),
         in index order: all of them, or only those stored if the range runs past them."""
         ...
+
+
+Span = tuple[int, int, int]  # (stored level, start, stop): what one `read` asks
+
+
+def read_spans(store: SubtreeHashes, spans: Sequence[Span]) -> list[Sequence[bytes]]:
+    """Each span as `store.read` answers it, in one go where the store can (`read_spans`: a
+    SQL store's one statement for all of a proof's reads instead of one round trip each)."""
+    many = getattr(store, "read_spans", None)
+    if many is None:
+        return [store.read(level, start, stop) for level, start, stop in spans]
+    found: list[Sequence[bytes]] = many(spans)
+    return found
 
 
 class SubtreeHashWriter(Protocol):
@@ -115,6 +131,13 @@ class LeavesFromEvents:
             return self.leaves(start, stop)
         return self.upper.read(level, start, stop)
 
+    def read_spans(self, spans: Sequence[Span]) -> list[Sequence[bytes]]:
+        """The leaves' spans from the events, the others from `upper` in one go."""
+        upper = iter(read_spans(self.upper, [span for span in spans if span[0] != 0]))
+        return [
+            self.leaves(start, stop) if level == 0 else next(upper) for level, start, stop in spans
+        ]
+
 
 # --- proofs -----------------------------------------------------------------------------------
 
@@ -126,7 +149,20 @@ def inclusion_proof(store: SubtreeHashes, leaf_index: int, tree_size: int) -> In
     if index >= size:
         raise ProofError(f"leaf_index {index} is outside a tree of {size} leaves")
     ranges = inclusion_ranges(index, size)
-    return InclusionProof(index, size, _range_hashes(store, ranges))
+    return InclusionProof(index, size, _range_hashes(store, ranges)[0])
+
+
+def inclusion_proof_and_leaf(
+    store: SubtreeHashes, leaf_index: int, tree_size: int
+) -> tuple[InclusionProof, bytes]:
+    """`inclusion_proof`, and the stored hash of the leaf itself, read with the proof's own
+    leaves (its 16-wide block holds the proof's lowest hashes): no read of its own."""
+    size = check_size(tree_size, "tree_size", minimum=1)
+    index = check_size(leaf_index, "leaf_index")
+    if index >= size:
+        raise ProofError(f"leaf_index {index} is outside a tree of {size} leaves")
+    hashes, known = _range_hashes(store, inclusion_ranges(index, size), also=[(0, index)])
+    return InclusionProof(index, size, hashes), known[0, index]
 
 
 def consistency_proof(store: SubtreeHashes, first: int, second: int) -> ConsistencyProof:
@@ -136,7 +172,7 @@ def consistency_proof(store: SubtreeHashes, first: int, second: int) -> Consiste
     new = check_size(second, "tree_size_2", minimum=1)
     if old > new:
         raise ProofError(f"tree_size_1 {old} is larger than tree_size_2 {new}")
-    return ConsistencyProof(old, new, _range_hashes(store, consistency_ranges(old, new)))
+    return ConsistencyProof(old, new, _range_hashes(store, consistency_ranges(old, new))[0])
 
 
 def root_at(store: SubtreeHashes, tree_size: int) -> bytes:
@@ -205,21 +241,25 @@ def _pieces(start: int, stop: int) -> list[_Piece]:
     return pieces
 
 
-def _range_hashes(store: SubtreeHashes, ranges: list[tuple[int, int]]) -> tuple[bytes, ...]:
+def _range_hashes(
+    store: SubtreeHashes, ranges: list[tuple[int, int]], also: Iterable[_Piece] = ()
+) -> tuple[tuple[bytes, ...], dict[_Piece, bytes]]:
+    """The MTH of each range, and every piece read (`also`: these too, in the same reads)."""
     tiled = [_pieces(start, stop) for start, stop in ranges]
-    known = _fetch(store, [piece for pieces in tiled for piece in pieces])
+    known = _fetch(store, [*(piece for pieces in tiled for piece in pieces), *also])
     hashes = []
     for pieces in tiled:
         value = known[pieces[-1]]
         for piece in reversed(pieces[:-1]):
             value = node_hash(known[piece], value)
         hashes.append(value)
-    return tuple(hashes)
+    return tuple(hashes), known
 
 
 def _fetch(store: SubtreeHashes, pieces: Iterable[_Piece]) -> dict[_Piece, bytes]:
     """The hashes of these perfect subtrees: one read per 16-wide block of a stored level that
-    holds what they are made of, each subtree hashed up from its stored level."""
+    holds what they are made of (all of them in one go where the store can: `read_spans`),
+    each subtree hashed up from its stored level."""
     spans: dict[tuple[int, int], list[int]] = {}  # (stored level, block) -> [first, stop)
     wanted = set(pieces)
     for level, index in wanted:
@@ -229,8 +269,8 @@ def _fetch(store: SubtreeHashes, pieces: Iterable[_Piece]) -> dict[_Piece, bytes
         span = spans.setdefault((base, first >> STRATUM), [first, stop])
         span[0], span[1] = min(span[0], first), max(span[1], stop)
     stored: dict[tuple[int, int], bytes] = {}
-    for (base, _), (first, stop) in spans.items():
-        found = store.read(base, first, stop)
+    asked = [(base, first, stop) for (base, _), (first, stop) in spans.items()]
+    for (base, first, stop), found in zip(asked, read_spans(store, asked), strict=True):
         if len(found) != stop - first:
             raise SubtreeMissingError(base, first, stop, len(found))
         stored.update(((base, first + at), value) for at, value in enumerate(found))

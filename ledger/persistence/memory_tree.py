@@ -22,14 +22,14 @@ class MemoryTreeReads(TreeReads):
             return TreeState(self.state.next_position, None, tree.frontier)
         return TreeState(tree.positions[0], tree.positions[-1], tree.frontier)
 
-    def tree_hashes(self) -> SubtreeHashes:
+    def tree_hashes(self, state: TreeState | None = None) -> SubtreeHashes:
         return self.state.tree.hashes
 
     def recorded_tree_heads(self) -> list[RecordedHead]:
         frontier = self.state.tree.frontier
         return [RecordedHead("the tree", frontier.size, b"".join(frontier.hashes))]
 
-    def tree_leaf_index(self, position: int) -> int | None:
+    def tree_leaf_index(self, position: int, state: TreeState | None = None) -> int | None:
         return self.state.tree.leaves.get(position)
 
     def leaf_event(self, leaf: int) -> RecordedEvent | None:

@@ -57,8 +57,9 @@ class TreeReads(ABC):
         """The tree over the events this view sees sequenced: O(1), one row."""
 
     @abstractmethod
-    def tree_hashes(self) -> SubtreeHashes:
-        """The stored subtrees (levels 0, 4, 8, …), read on this view."""
+    def tree_hashes(self, state: TreeState | None = None) -> SubtreeHashes:
+        """The stored subtrees (levels 0, 4, 8, …), read on this view (`state`: this view's
+        `tree_state()`, if the caller has it: a store may save a read with it)."""
 
     @abstractmethod
     def recorded_tree_heads(self) -> list[RecordedHead]:
@@ -66,9 +67,9 @@ class TreeReads(ABC):
         hundred ticks)."""
 
     @abstractmethod
-    def tree_leaf_index(self, position: int) -> int | None:
+    def tree_leaf_index(self, position: int, state: TreeState | None = None) -> int | None:
         """The leaf of the event at this ledger position (None: not in the tree: before its
-        start, or not sequenced yet)."""
+        start, or not sequenced yet); `state` as for `tree_hashes`."""
 
     @abstractmethod
     def leaf_event(self, leaf: int) -> RecordedEvent | None:
