@@ -19,7 +19,7 @@ from ledger.errors import (
     SubtreeMissingError,
     TamperedLeafError,
 )
-from ledger.events import TERMINAL_EVENT_TYPES, job_stream
+from ledger.events import TERMINAL_EVENT_TYPES, RecordedEvent, job_stream
 from ledger.merkle import event_leaf_hash
 from ledger.merkle_store import (
     consistency_proof,
@@ -27,6 +27,7 @@ from ledger.merkle_store import (
     inclusion_proof,
     inclusion_proof_and_leaf,
 )
+from ledger.merkle_verify import InclusionProof
 from ledger.persistence.tree_contract import TreeState
 from ledger.receipts import (
     SignedHead,
@@ -89,34 +90,17 @@ class Receipt:
 
 
 def prove(ledger: Ledger, job_id: str) -> Receipt:
-    """An inclusion receipt of the job's terminal event against the current head. The event is
-    read from its row and hashed again: a row changed after its leaf was hashed is refused
+    """An inclusion receipt of the job's terminal event against the current head (the tree as
+    last sequenced; an outcome not sequenced yet is sequenced first). The event is read from
+    its row and hashed again: a row changed after its leaf was hashed is refused
     (`TamperedLeafError`), never proven."""
-    stream = job_stream(job_id)
-    # As `in_order`: what committed before the call is sequenced first. Then each read in
-    # autocommit (`quick_read`): on Postgres a read-committed transaction gave each statement
-    # its own snapshot all the same, and cost a BEGIN and a COMMIT round trip more.
-    ledger.store.sequence()
-    with ledger.store.quick_read() as reads:
-        events = reads.read_stream(stream)
-        if not events:
-            raise JobNotFoundError(job_id)
-        positions = reads.stream_ledger_positions(stream)
-        at = next((i for i, e in enumerate(events) if e.type in TERMINAL_EVENT_TYPES), None)
-        if at is None:
-            raise JobNotEndedError(job_id)
-        event, position = events[at], positions[at] if at < len(positions) else None
-        state = reads.tree_state()
-        leaf = reads.tree_leaf_index(position, state) if position is not None else None
-        if leaf is None:
-            raise JobNotEndedError(job_id, "its outcome is not in the tree yet")
-        hashes = reads.tree_hashes(state)
-        try:  # the leaf itself with the proof's hashes, which read its 16-wide block anyway
-            proof, stored = inclusion_proof_and_leaf(hashes, leaf, state.tree_size)
-        except SubtreeMissingError:  # judged as ever: the leaf apart, then the proof's hashes
-            alone = hashes.read(0, leaf, leaf + 1)
-            proof = inclusion_proof(hashes, leaf, state.tree_size)
-            stored = alone[0] if alone else b""
+    found = _read_proof(ledger, job_id)
+    if found is None:  # committed, not sequenced yet: what committed before the call goes first
+        ledger.store.sequence()
+        found = _read_proof(ledger, job_id)
+    if found is None:
+        raise JobNotEndedError(job_id, "its outcome is not in the tree yet")
+    event, position, state, proof, stored = found
     if recomputed_hash(event) != event.hash:
         raise TamperedLeafError(job_id, position, "the event's content no longer makes its hash")
     if stored != event_leaf_hash(event.hash):
@@ -126,6 +110,40 @@ def prove(ledger: Ledger, job_id: str) -> Receipt:
         raise TamperedLeafError(job_id, position, "the stored tree does not add up to its head")
     receipt = inclusion_receipt(job_id, recorded_canonical_bytes(event), proof, tree)
     return Receipt(receipt, signed_head(state))
+
+
+_Found = tuple[RecordedEvent, int, TreeState, InclusionProof, bytes]
+
+
+def _read_proof(ledger: Ledger, job_id: str) -> _Found | None:
+    """The job's terminal event, its position, the tree's state, the proof and the stored leaf;
+    None while that event has no leaf yet. Each read in autocommit (`quick_read`): on Postgres a
+    read-committed transaction gave each statement its own snapshot all the same, and cost a
+    BEGIN and a COMMIT round trip more; the proof is checked against the state it read."""
+    stream = job_stream(job_id)
+    with ledger.store.quick_read() as reads:
+        events = reads.read_stream(stream)
+        if not events:
+            raise JobNotFoundError(job_id)
+        at = next((i for i, e in enumerate(events) if e.type in TERMINAL_EVENT_TYPES), None)
+        if at is None:
+            raise JobNotEndedError(job_id)
+        positions = reads.stream_ledger_positions(stream)
+        event, position = events[at], positions[at] if at < len(positions) else None
+        if position is None:
+            return None
+        state = reads.tree_state()
+        leaf = reads.tree_leaf_index(position, state)
+        if leaf is None:
+            return None
+        hashes = reads.tree_hashes(state)
+        try:  # the leaf itself with the proof's hashes, which read its 16-wide block anyway
+            proof, stored = inclusion_proof_and_leaf(hashes, leaf, state.tree_size)
+        except SubtreeMissingError:  # judged as ever: the leaf apart, then the proof's hashes
+            alone = hashes.read(0, leaf, leaf + 1)
+            proof = inclusion_proof(hashes, leaf, state.tree_size)
+            stored = alone[0] if alone else b""
+    return event, position, state, proof, stored
 
 
 def consistency(
