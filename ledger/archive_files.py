@@ -189,6 +189,26 @@ def rows_in(path: Path) -> int:
         raise ArchiveError(f"{path.name} cannot be read: {_first_line(exc)}") from None
 
 
+def first_position(path: Path) -> int | None:
+    """The lowest ledger position an events file holds, from its footer's statistics (every
+    row group's minimum); None when the footer does not say (or the file is not Parquet:
+    reading it says why)."""
+    try:
+        metadata = pq.ParquetFile(path).metadata
+        column = metadata.schema.to_arrow_schema().get_field_index("ledger_position")
+        if column < 0:
+            return None
+        lowest: int | None = None
+        for group in range(metadata.num_row_groups):
+            stats = metadata.row_group(group).column(column).statistics
+            if stats is None or not stats.has_min_max:
+                return None
+            lowest = int(stats.min) if lowest is None else min(lowest, int(stats.min))
+        return lowest
+    except (OSError, pa.ArrowException, ValueError, TypeError):
+        return None
+
+
 def read_events(path: Path) -> Iterator[RecordedEvent]:
     for row in read_rows(path):
         try:
