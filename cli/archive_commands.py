@@ -19,6 +19,7 @@ from cli.output import emit_json, json_option
 from ledger.archive_check import ArchiveCheck
 from ledger.clock import now, utc
 from ledger.services import archive as archive_service
+from ledger.services import archive_reads
 from ledger.services import audit as audit_service
 from ledger.services.ledger import Ledger
 
@@ -107,9 +108,9 @@ def archive(
 
 def verify_archive(directory: Path, as_json: bool) -> None:
     """`audit verify --archive DIR`: the files alone, no database."""
-    total = archive_service.total_events(directory)
+    total = archive_reads.total_events(directory)
     with click.progressbar(length=total, label="verifying", file=sys.stderr) as bar:
-        checks = archive_service.verify_files(directory, progress=bar.update)
+        checks = archive_reads.verify_files(directory, progress=bar.update)
     if as_json:
         emit_json({"ok": all(c.ok for c in checks), "archives": [_check_json(c) for c in checks]})
     else:
@@ -151,7 +152,7 @@ def _echo_check(check: ArchiveCheck) -> None:
 
 def show_archived(directory: Path, job_id: str, as_json: bool) -> None:
     """`jobs show ID --archive DIR`: the job as its archive keeps it."""
-    found = archive_service.find_job(directory, job_id)
+    found = archive_reads.find_job(directory, job_id)
     row = dict(found.row)
     view = orjson.loads(str(row.pop("view")))
     body = {

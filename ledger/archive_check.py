@@ -9,15 +9,16 @@ leaf with a leaf for each event is its frontier at the end (`tree`, when the man
 which the next archive's goes on from; the counts are the manifest's; the heads at the end of
 every stream it does not take (the jobs file lists the job streams it takes) are its
 checkpoints; and each manifest names the one before it by its SHA-256, continuing its
-positions, its chain and its tree. The events of an archive are read file by file, batch by
-batch, merged in ledger order: memory grows with the streams of one archive, not with the
-events.
+positions, its chain and its tree. The events of an archive are read batch by batch, merged
+in ledger order (a file opened once the merge reaches its first position), and checked in one
+pass as they go by (`chain_check.verify_in_order`): memory holds a head a stream of one
+archive, never its events.
 """
 
 from __future__ import annotations
 
 import heapq
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,13 +27,14 @@ from ledger.archive import ArchiveBase, Manifest, TreeSpan
 from ledger.archive_files import (
     JOBS_FILE,
     archive_folders,
+    first_position,
     read_events,
     read_rows,
     rows_in,
     sha256_of,
 )
 from ledger.chain import Problem, ProblemKind, VerifyReport
-from ledger.chain_check import verify_chain
+from ledger.chain_check import verify_in_order
 from ledger.errors import ArchiveError, ProofError
 from ledger.events import RecordedEvent
 from ledger.merkle import Frontier, event_leaf_hash, leaf_hash
@@ -139,8 +141,7 @@ def _check_files(folder: Path, manifest: Manifest, report: VerifyReport) -> bool
 def _check_events(
     folder: Path, manifest: Manifest, report: VerifyReport, progress: Progress | None
 ) -> None:
-    sources = [read_events(folder / f.name) for f in manifest.files if f.kind == "events"]
-    merged: Iterator[RecordedEvent] = heapq.merge(*sources, key=lambda event: event.position)
+    merged = in_ledger_order([folder / f.name for f in manifest.files if f.kind == "events"])
     try:  # the job streams it takes; every other stream is kept (checkpoints)
         archived = (
             {f"job-{row['job_id']}" for row in read_rows(folder / JOBS_FILE, columns=["job_id"])}
@@ -163,7 +164,7 @@ def _check_events(
     )
     continued = {s: (h.version, h.hash) for s, h in manifest.streams_before.items()}
     try:
-        found = verify_chain(
+        found, heads = verify_in_order(
             seen.watch(merged, progress),
             dense_from=manifest.dense_from,
             base=start,
@@ -190,14 +191,38 @@ def _check_events(
         or seen.last.ledger_hash != manifest.ledger_hash_last
     ):
         _manifest(report, "the last event is not the one the manifest ends at")
-    kept = {
-        stream: head
-        for stream, head in (dict(continued) | seen.kept_heads).items()
-        if stream not in archived
-    }
+    kept = {stream: head for stream, head in heads.items() if stream not in archived}
     expected = manifest.kept_heads()
     if kept != expected:
         _manifest(report, "the kept streams' heads at the end are not the manifest's checkpoints")
+
+
+def in_ledger_order(paths: list[Path]) -> Iterator[RecordedEvent]:
+    """The files' events merged by ledger position (on a tie, the earlier file's first), each
+    file opened only once the merge reaches its first position (its footer's statistics): an
+    archive's files follow each other in ledger order but at their edges, so about one is read
+    at a time, whatever their number. A file whose footer does not say is opened at once."""
+    firsts = [(first_position(path), index, path) for index, path in enumerate(paths)]
+    waiting = deque(sorted(firsts, key=lambda item: (_before_all(item[0]), item[1])))
+    heap: list[tuple[int, int, RecordedEvent, Iterator[RecordedEvent]]] = []
+
+    def push(index: int, source: Iterator[RecordedEvent]) -> None:
+        event = next(source, None)
+        if event is not None:
+            heapq.heappush(heap, (event.position, index, event, source))
+
+    while heap or waiting:
+        while waiting and (not heap or _before_all(waiting[0][0]) <= heap[0][0]):
+            _, index, path = waiting.popleft()
+            push(index, read_events(path))
+        if heap:
+            _, index, event, source = heapq.heappop(heap)
+            yield event
+            push(index, source)
+
+
+def _before_all(position: int | None) -> int:
+    return -1 if position is None else position
 
 
 def _check_jobs(folder: Path, manifest: Manifest, report: VerifyReport) -> None:
@@ -223,14 +248,13 @@ def _check_jobs(folder: Path, manifest: Manifest, report: VerifyReport) -> None:
 
 
 class _Seen:
-    """Counts and heads gathered while the chain is verified (one pass over the events)."""
+    """Counts gathered while the chain is verified (one pass over the events)."""
 
     def __init__(self, archived: set[str]) -> None:
         self.archived = archived
         self.events = 0
         self.job_events = 0
         self.last: RecordedEvent | None = None
-        self.kept_heads: dict[str, tuple[int, str]] = {}
 
     def watch(
         self, events: Iterator[RecordedEvent], progress: Progress | None
@@ -239,7 +263,6 @@ class _Seen:
             self.events += 1
             if event.stream_id in self.archived:
                 self.job_events += 1
-            self.kept_heads[event.stream_id] = (event.stream_version, event.hash)
             self.last = event
             if progress is not None:
                 progress(1)

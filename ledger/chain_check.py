@@ -1,12 +1,14 @@
-"""Both passes of `audit verify` over events already in memory (a test's list, a small export):
-the same checks the store-backed verification runs, without a store."""
+"""`audit verify`'s checks without a store. `verify_chain`: both passes over events already in
+memory (a test's list, a small export). `verify_in_order`: one pass over events that come in
+ledger order (an archive's files, read batch by batch), each stream's chain followed from its
+head, so memory holds a head a stream and never the events."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 from ledger.archive import ArchiveBase
-from ledger.chain import Checkpoint, VerifyReport
+from ledger.chain import Checkpoint, VerifyReport, link_problems
 from ledger.events import RecordedEvent
 from ledger.ledger_pass import (
     DensePositions,
@@ -63,3 +65,57 @@ def verify_chain(
     report = problems.report(in_order.events, chain.streams)
     report.first_position, report.last_position = in_order.first_position, in_order.last_position
     return report
+
+
+class StreamLinks:
+    """The stream chain followed in ledger order: each event against its stream's head so far
+    (`continued`'s for a stream whose earlier events are elsewhere), the checks of
+    `stream_pass.StreamChain`. A stream's events come in version order in ledger order (a
+    version is appended once the one before it committed), so the heads are all it holds;
+    at the end they are every stream's last (version, hash)."""
+
+    def __init__(
+        self, problems: ProblemLog, continued: Mapping[str, tuple[int, str]] | None = None
+    ) -> None:
+        self.problems = problems
+        self.heads: dict[str, tuple[int, str]] = dict(continued or {})
+        self.streams = 0
+        self._unmet = set(self.heads)  # continued streams not met yet (counted when met)
+
+    def watch(self, links: Iterable[RecordedEvent]) -> Iterator[RecordedEvent]:
+        heads = self.heads
+        for link in links:
+            stream = link.stream_id
+            head = heads.get(stream)
+            if head is None:
+                self.streams += 1
+            elif stream in self._unmet:
+                self._unmet.discard(stream)
+                self.streams += 1
+            self.problems.extend(link_problems(link, head))
+            heads[stream] = (link.stream_version, link.hash)
+            yield link
+
+
+def verify_in_order(
+    links: Iterable[RecordedEvent],
+    dense_from: int | None = None,
+    base: ArchiveBase | None = None,
+    continued: Mapping[str, tuple[int, str]] | None = None,
+) -> tuple[VerifyReport, dict[str, tuple[int, str]]]:
+    """`verify_chain`'s checks (with no digest) in one pass over `links`, which come in ledger
+    order and are let go as they pass: the report, and every stream's head at the end
+    (`continued`'s for a stream with no event here)."""
+    problems = ProblemLog()
+    checks: list[OrderCheck] = [LedgerChain(problems, base)]
+    if dense_from is not None:
+        checks.append(DensePositions(problems, dense_from, base))
+    if base is not None:
+        checks.append(KeptBelowCut(problems, base))
+    in_order = LedgerFold(checks)
+    chain = StreamLinks(problems, continued)
+    in_order.add(chain.watch(links))
+    in_order.finish()
+    report = problems.report(in_order.events, chain.streams)
+    report.first_position, report.last_position = in_order.first_position, in_order.last_position
+    return report, chain.heads

@@ -13,6 +13,7 @@ In this order, each step only once the one before it is durable:
 4. finish: in one transaction, the job streams' rows leave, the archive is done.
 A crash at any step leaves the rows, the files or both; the next run finishes a recorded
 archive (after reading its files back again) or plans again from the start.
+Reading archives (`verify_files`, `find_job`, …): `archive_reads`, whose names this offers too.
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ from ledger import archive_files
 from ledger.archive import (
     DONE,
     RECORDED,
-    ArchiveBase,
     ArchiveCounts,
     ArchiveFile,
     ArchiveRange,
@@ -47,6 +47,12 @@ from ledger.errors import ArchiveError, ArchiveRefusedError, ProofError, Subtree
 from ledger.events import TERMINAL_EVENT_TYPES, RecordedEvent
 from ledger.merkle import Frontier
 from ledger.merkle_store import frontier_at
+from ledger.services.archive_reads import FoundJob as FoundJob
+from ledger.services.archive_reads import base as base
+from ledger.services.archive_reads import find_job as find_job
+from ledger.services.archive_reads import records as records
+from ledger.services.archive_reads import total_events as total_events
+from ledger.services.archive_reads import verify_files as verify_files
 from ledger.services.ledger import Ledger
 
 Progress = Callable[[int], None]
@@ -242,8 +248,6 @@ def _write(
     # A straddler archived now leaves the kept rows: the events an earlier archive kept of it
     # (its versions up to its checkpoint there) leave the database with it.
     left = sum(head.version for stream, head in earlier.items() if stream in archived)
-    for stream in archived:
-        tally.heads.pop(stream, None)
     state = store.sequencer_state()
     return Manifest(
         archive_id=(previous.archive_id if previous else 0) + 1,
@@ -272,7 +276,7 @@ def _write(
             jobs_by_status=dict(sorted(statuses.items())),
         ),
         streams_before=dict(before.checkpoints) if before else {},
-        checkpoints=tally.heads,
+        checkpoints=tally.checkpoints(),
         files=files,
         tree=_tree_span(ledger, before, tally.last.position if tally.last else None),
     )
@@ -314,14 +318,14 @@ class _Tally:
     the cut) is kept, its head at the cut a checkpoint."""
 
     def __init__(self, heads: dict[str, StreamHead], archived: set[str]) -> None:
-        self.heads = heads
+        # Each stream's (version, hash) so far: a tuple, not a model, one a stream.
+        self.heads = {stream: (head.version, head.hash) for stream, head in heads.items()}
         self.archived = archived
         self.events = 0
         self.job_events = 0
         self.first: int | None = None
         self.last: RecordedEvent | None = None
         self.open_jobs: set[str] = set()  # archived job streams seen without their terminal event
-        self._met: set[str] = set()
 
     def watch(
         self, found: Iterator[RecordedEvent], progress: Progress | None
@@ -331,13 +335,12 @@ class _Tally:
             stream = event.stream_id
             if stream in self.archived:
                 self.job_events += 1
-                if stream not in self._met:
-                    self._met.add(stream)
-                    if stream not in self.heads:  # its first events are not an earlier archive's
-                        self.open_jobs.add(stream)
+                # Met first (no head yet), and its first events are not an earlier archive's.
+                if stream not in self.heads:
+                    self.open_jobs.add(stream)
                 if event.type in TERMINAL_EVENT_TYPES:
                     self.open_jobs.discard(stream)
-            self.heads[stream] = StreamHead(version=event.stream_version, hash=event.hash)
+            self.heads[stream] = (event.stream_version, event.hash)
             if self.first is None or event.position < self.first:
                 self.first = event.position
             if self.last is None or event.position > self.last.position:
@@ -345,6 +348,14 @@ class _Tally:
             if progress is not None:
                 progress(1)
             yield event
+
+    def checkpoints(self) -> dict[str, StreamHead]:
+        """The heads at the cut of the streams the archive keeps (all but those it takes)."""
+        return {
+            stream: StreamHead(version=version, hash=hash_)
+            for stream, (version, hash_) in self.heads.items()
+            if stream not in self.archived
+        }
 
 
 def _read_back(
@@ -374,43 +385,3 @@ def _read_back(
 def _fault(step: str) -> None:
     if os.environ.get(FAULT_VARIABLE) == step:
         os.kill(os.getpid(), signal.SIGKILL)
-
-
-# --- reading archives ----------------------------------------------------------------------
-
-
-def verify_files(directory: Path, progress: Progress | None = None) -> list[ArchiveCheck]:
-    """Every archive in `directory`, from its files alone (no database)."""
-    return verify_archives(directory, progress)
-
-
-def total_events(directory: Path) -> int:
-    from ledger.archive_check import total_events as counted
-
-    return counted(directory)
-
-
-@dataclass(frozen=True)
-class FoundJob:
-    archive_id: int
-    folder: Path
-    row: dict[str, object]
-    events: list[RecordedEvent]
-
-
-def find_job(directory: Path, job_id: str) -> FoundJob:
-    """An archived job's read-model row and events, from the files of `directory`."""
-    for folder, manifest, _ in archive_files.archive_folders(directory):
-        row = archive_files.find_job(folder, job_id)
-        if row is not None:
-            found = archive_files.stream_events(folder, manifest, f"job-{job_id}")
-            return FoundJob(manifest.archive_id, folder, row, found)
-    raise ArchiveError(f"no archive in {directory} holds job {job_id}")
-
-
-def base(ledger: Ledger) -> ArchiveBase | None:
-    return ledger.store.archive_base()
-
-
-def records(ledger: Ledger) -> list[ArchiveRecord]:
-    return ledger.store.archive_records()
