@@ -9,8 +9,9 @@ A bell is a Unix datagram socket in Linux's abstract namespace (no socket file, 
 process) whose name is also an empty file in the folder, so ringers find the listeners by
 listing it. A ring carries nothing: it is only a hint to look now, and every waiter keeps a
 slower poll, so a ring lost (a full socket buffer, a process not yet listening) only costs
-the old delay. Where abstract sockets do not exist (not Linux) there are no bells and the
-polls run as before.
+the old delay. Any local process can ring a bell (abstract names are listed in
+/proc/net/unix): all it can do is make a waiter look early. Where abstract sockets do not
+exist (not Linux) there are no bells and the polls run as before.
 """
 
 from __future__ import annotations
