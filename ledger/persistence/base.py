@@ -171,12 +171,6 @@ class Reads(OutboxReads, WebhookReads, FairnessReads, AuditReads, RebuildReads, 
         """The token with this hash, revoked or not (the caller decides)."""
 
     @abstractmethod
-    def token_and_job(
-        self, token_hash: str, job_id: str
-    ) -> tuple[TokenView | None, JobView | None]:
-        """`token_by_hash` and `job` together (on Postgres in one round trip)."""
-
-    @abstractmethod
     def tokens(self) -> list[TokenView]:
         """Every token, in creation order."""
 
@@ -247,10 +241,6 @@ class Writes(Reads, OutboxWrites, WebhookWrites, AuditWrites, RebuildWrites):
     @abstractmethod
     def start_lease(self, job_id: str, attempt: int, worker: str, expires_at: datetime) -> None:
         """The job's lease for this attempt (an earlier attempt's lease is replaced)."""
-
-    def renew_lease(self, job_id: str, attempt: int, expires_at: datetime) -> bool:
-        """Push the lease forward; False when the lease is no longer this attempt's."""
-        return self.renew_leases([(job_id, attempt)], expires_at)[0]
 
     @abstractmethod
     def renew_leases(self, held: Sequence[tuple[str, int]], expires_at: datetime) -> list[bool]:
@@ -376,11 +366,6 @@ class Store(ArchiveStore, ABC):
         """What is wrong with the order rows (None: this store sequences at write, and has
         none)."""
         return None
-
-    @abstractmethod
-    def read_after(self, position: int, limit: int = 1000) -> list[RecordedEvent]:
-        """Events after `position`, in ledger order (the events committed before the call are
-        sequenced first); never skips one that commits later."""
 
     @abstractmethod
     def iter_events(self, batch: int = 5000) -> Iterator[RecordedEvent]:

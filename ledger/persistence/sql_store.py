@@ -403,10 +403,6 @@ class SqlStore(SqlSequencing, SqlArchives, Store):
             return None
         return LoopJobReads(libpq_dsn(self.engine))
 
-    def read_after(self, position: int, limit: int = 1000) -> list[RecordedEvent]:
-        self.sequence()
-        return [row_to_event(row) for row in self._read_page(position, limit)]
-
     def _read_page(self, after: int, limit: int) -> Sequence[RowT]:
         with self.connection() as conn, translated():
             return conn.execute(PAGE, {"after": after, "limit": limit}).all()

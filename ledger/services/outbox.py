@@ -40,6 +40,7 @@ from ledger.dispatch import Dispatcher, Message, QueueMarker, dispatch_all
 from ledger.errors import DispatchError, LedgerError
 from ledger.job_view import JobView
 from ledger.queueing import Confirmation
+from ledger.reconcile_rules import RELAY_AFTER_S
 from ledger.services import dispatch_window, queue_epoch
 from ledger.services.backlog import BacklogGauge
 from ledger.services.ledger import Ledger
@@ -53,7 +54,6 @@ EPOCH_REFRESH_S = 2.0
 MAX_BATCH = 500  # messages per publish (their confirms are awaited together)
 # Jobs (and confirmations) kept in memory for another try; beyond, the reconciler's relay.
 MAX_HELD = 100_000
-RELAY_AFTER_S = 5.0
 RELAY_LIMIT = 1000
 
 
