@@ -17,7 +17,6 @@ import re
 from typing import Any
 
 import orjson
-from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.problems import (
@@ -124,13 +123,8 @@ def _content_length(scope: Scope) -> int | None:
     return None
 
 
-async def read_json(request: Request, max_depth: int = MAX_JSON_DEPTH) -> Any:
-    """The request's JSON document, or a problem naming what is wrong with it (400, 415, 422)."""
-    return json_of(request.headers.get("content-type", ""), await request.body(), max_depth)
-
-
 def json_of(content_type: str, body: bytes, max_depth: int = MAX_JSON_DEPTH) -> Any:
-    """`read_json` once the body is read (blocking-free: for a route that decodes it later)."""
+    """The request's JSON document, or a problem naming what is wrong with it (400, 415, 422)."""
     if not is_json_media_type(content_type):
         raise unsupported_media_type()
     if not body.strip():

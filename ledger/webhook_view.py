@@ -3,7 +3,6 @@ are delivered, and whether deliveries still go there."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from datetime import datetime
 from typing import Literal
 
@@ -65,10 +64,3 @@ def evolve_webhook(view: WebhookView | None, event: RecordedEvent) -> WebhookVie
         status = "removed" if view.status == "removed" else "disabled"
         return view.model_copy(update=stamp | {"status": status, "reason": payload.reason})
     raise ValueError(f"{event.stream_id}: unexpected {event.type}")
-
-
-def fold_webhook(events: Iterable[RecordedEvent]) -> WebhookView | None:
-    view: WebhookView | None = None
-    for event in events:
-        view = evolve_webhook(view, event)
-    return view

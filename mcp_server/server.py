@@ -25,7 +25,7 @@ import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ValidationError
 
 from ledger.access import account_scope
 from ledger.codes import Code, Status
@@ -52,13 +52,11 @@ from ledger.token_view import TokenView
 from ledger.tracing import TraceRecord, parse_traceparent
 from mcp_server import people, tasks
 from mcp_server.answers import (
-    envelope_schema,
     error_result,
     job_not_found,
     job_result,
-    or_error_only,
 )
-from mcp_server.cancel import CANCEL_TOOL, CancelArgs, cancel_job
+from mcp_server.cancel import CancelArgs, cancel_job
 from mcp_server.names import (
     OUTCOME_CANCEL,
     OUTCOME_GET,
@@ -68,16 +66,15 @@ from mcp_server.names import (
     mcp_name,
     tool_name,
 )
-from mcp_server.options import KEY_ARG, MAX_WAIT_S, option_schemas, options_of
+from mcp_server.options import KEY_ARG, options_of
 from mcp_server.people import (
-    PREFLIGHT_TOOL,
-    TURN_TOOL,
     PreflightArgs,
     TurnArgs,
     preflight_call,
     turn_report,
 )
 from mcp_server.tasks import TaskMethods, cancel_task
+from mcp_server.tool_list import GetArgs, JobPage, ListArgs, job_tool, ledger_tools
 from mcp_server.watch import Watcher
 
 Context = ServerRequestContext[Any, Any]
@@ -89,23 +86,6 @@ NOT_AUTHENTICATED = (
     "`outcomes tokens create --role agent`): OUTCOMES_TOKEN for `outcomes mcp`, "
     "`Authorization: Bearer <token>` over HTTP."
 )
-
-
-class GetArgs(BaseModel):
-    job_id: str = Field(description="The job id a tool call answered")
-    wait_s: float = Field(0, ge=0, le=MAX_WAIT_S, description="Seconds to wait for the outcome")
-
-
-class ListArgs(BaseModel):
-    after: str | None = Field(None, description="A next_cursor from an earlier answer (opaque)")
-    limit: int = Field(20, ge=1, le=100)
-
-
-class JobPage(BaseModel):
-    items: list[dict[str, Any]]
-    next_cursor: str | None
-    count: int
-    truncated: bool
 
 
 @dataclass(frozen=True)
@@ -308,52 +288,6 @@ def _trace_of(ctx: Context, params: types.CallToolRequestParams) -> TraceRecord 
 
 def _text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
-
-
-def job_tool(name: str, entry: catalog.ToolEntry) -> types.Tool:
-    schema = dict(entry.args_schema)
-    properties = dict(schema.get("properties", {}))
-    properties |= option_schemas(entry)
-    schema["properties"] = properties
-    return types.Tool(
-        name=name,
-        description=entry.description or entry.name,
-        input_schema=schema,
-        output_schema=envelope_schema(),
-        # From the tool's own declarations (docs/approvals.md): a pure read changes nothing
-        # and may be repeated; a tool that spends may not be undone.
-        annotations=types.ToolAnnotations(
-            title=entry.name,
-            read_only_hint=entry.read_only,
-            destructive_hint=entry.spends,
-            idempotent_hint=entry.read_only,
-        ),
-    )
-
-
-def ledger_tools() -> list[types.Tool]:
-    return [
-        types.Tool(
-            name=OUTCOME_GET,
-            description="A job's outcome envelope by job_id; wait_s waits for it to finish.",
-            input_schema=GetArgs.model_json_schema(),
-            output_schema=envelope_schema(),
-            annotations=types.ToolAnnotations(read_only_hint=True),
-        ),
-        types.Tool(
-            name=OUTCOME_LIST,
-            description=(
-                "Your account's jobs that changed after a cursor, oldest change first "
-                "(the changes feed); pass next_cursor back as after."
-            ),
-            input_schema=ListArgs.model_json_schema(),
-            output_schema=or_error_only(JobPage.model_json_schema(mode="serialization")),
-            annotations=types.ToolAnnotations(read_only_hint=True),
-        ),
-        CANCEL_TOOL,
-        TURN_TOOL,
-        PREFLIGHT_TOOL,
-    ]
 
 
 async def _progress(ctx: Context, view: JobView, elapsed: float, budget: float) -> None:

@@ -32,134 +32,39 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter, defaultdict
-from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
-from datetime import datetime
 from typing import Any
 
 from nemesis.faults import DATABASE_FAULTS, WORKER_FAULTS
+from nemesis.recorded_jobs import (
+    DECISIONS,
+    TERMINAL,
+    TOLD_SUCCESS,
+    WORKER_OUTCOMES,
+    Job,
+    jobs_of,
+    unix,
+)
 from nemesis.truth import Act
+from nemesis.verdict import CATEGORIES, MAX_REDISPATCH_SHARE, MUST, Case, Verdict, table
 
-DECISIONS = frozenset({"job.accepted", "job.refused"})
-TERMINAL = {
-    "job.refused": "refused",
-    "work.succeeded": "succeeded",
-    "work.declined": "declined",
-    "work.partial": "partial",
-    "work.failed": "failed",
-    "work.halted": "refused",
-    "job.outcome_missing": "failed",
-}
-# Outcomes a worker records for an attempt it started (a halt may be recorded at the claim).
-WORKER_OUTCOMES = frozenset(
-    {"work.succeeded", "work.declined", "work.partial", "work.failed", "work.late_outcome"}
-)
-TOLD_SUCCESS = frozenset({"succeeded", "declined", "partial"})
-CATEGORIES = (
-    "lost",
-    "duplicated",
-    "unexpected",
-    "spend_over_once",
-    "false_success",
-    "false_silence",
-    "untold_spend",
-    "started_after_brake",
-    "closed_before_deadline",
-)
-MAX_REDISPATCH_SHARE = 0.01  # re-dispatches per accepted job
+__all__ = [
+    "CATEGORIES",
+    "MAX_REDISPATCH_SHARE",
+    "MUST",
+    "WRITE_GRACE_S",
+    "Case",
+    "Job",
+    "Verdict",
+    "check",
+    "jobs_of",
+    "table",
+    "time_to_truth",
+    "unix",
+]
+
 # A run counts as completed before the silence only if it finished this much earlier: the
 # outcome write needs a moment (a group commit) after the tool returns.
 WRITE_GRACE_S = 1.0
-
-
-@dataclass(frozen=True)
-class Case:
-    category: str
-    job: str
-    detail: str
-
-
-@dataclass
-class Verdict:
-    jobs: int = 0
-    accepted: int = 0
-    submitted: int = 0
-    faults: int = 0
-    by_status: dict[str, int] = field(default_factory=dict)
-    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(CATEGORIES, 0))
-    explained_silence: int = 0  # OUTCOME_MISSING after a completed run, a fault on its path
-    chain_ok: bool = False
-    read_models_ok: bool = False
-    cases: list[Case] = field(default_factory=list)
-    time_to_truth: dict[str, dict[str, float]] = field(default_factory=dict)
-    redispatched: int = 0  # job.redispatched events
-    redispatched_by: dict[str, int] = field(default_factory=dict)  # by evidence
-
-    @property
-    def redispatch_share(self) -> float:
-        return self.redispatched / self.accepted if self.accepted else 0.0
-
-    def add(self, category: str, job: str, detail: str) -> None:
-        if category in self.counts:
-            self.counts[category] += 1
-        self.cases.append(Case(category, job, detail))
-
-    @property
-    def clean(self) -> bool:
-        hard = [c for c in CATEGORIES if c != "false_silence"]
-        rare = self.redispatch_share <= MAX_REDISPATCH_SHARE
-        return (
-            all(self.counts[c] == 0 for c in hard)
-            and rare
-            and self.chain_ok
-            and self.read_models_ok
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        body = asdict(self)
-        body["redispatch_share"] = round(self.redispatch_share, 6)
-        body["clean"] = self.clean
-        return body
-
-
-@dataclass
-class Job:
-    job_id: str
-    events: list[dict[str, Any]]
-
-    @property
-    def decision(self) -> str:
-        return str(self.events[0]["type"])
-
-    @property
-    def accepted(self) -> dict[str, Any] | None:
-        first = self.events[0]
-        return first["data"] if first["type"] == "job.accepted" else None
-
-    @property
-    def spends(self) -> bool:
-        return bool((self.accepted or {}).get("spends", False))
-
-    @property
-    def terminals(self) -> list[dict[str, Any]]:
-        return [e for e in self.events if e["type"] in TERMINAL]
-
-    def started(self) -> dict[int, dict[str, Any]]:
-        return {int(e["data"]["attempt"]): e for e in self.events if e["type"] == "work.started"}
-
-
-def unix(moment: str) -> float:
-    return datetime.fromisoformat(moment).timestamp()
-
-
-def jobs_of(events: Iterable[dict[str, Any]]) -> dict[str, Job]:
-    jobs: dict[str, Job] = {}
-    for event in sorted(events, key=lambda e: int(e["position"])):
-        stream = str(event["stream_id"])
-        if stream.startswith("job-"):
-            job_id = stream.removeprefix("job-")
-            jobs.setdefault(job_id, Job(job_id, [])).events.append(event)
-    return jobs
 
 
 def check(
@@ -414,48 +319,3 @@ def time_to_truth(
         }
         for kind, values in sorted(found.items())
     }
-
-
-MUST = {
-    "lost": "0",
-    "duplicated": "0",
-    "unexpected": "0",
-    "spend_over_once": "0",
-    "false_success": "0",
-    "false_silence": "0 (goal; each explained)",
-    "untold_spend": "0",
-    "started_after_brake": "0",
-    "closed_before_deadline": "0",
-}
-
-
-def table(verdict: Verdict) -> list[tuple[str, str, str, str]]:
-    """Rows: check, found, must be, verdict."""
-    rows = []
-    for category in CATEGORIES:
-        count = verdict.counts[category]
-        ok = "ok" if count == 0 else ("COUNTED" if category == "false_silence" else "FAIL")
-        found = str(count)
-        if category == "false_silence":
-            found += f" (+{verdict.explained_silence} explained by a fault)"
-        rows.append((category, found, MUST[category], ok))
-    share = verdict.redispatch_share
-    by = ", ".join(f"{k} {v}" for k, v in verdict.redispatched_by.items())
-    found = f"{verdict.redispatched} ({share:.2%} of accepted{'; ' + by if by else ''})"
-    rows.append(
-        (
-            "re-dispatched",
-            found,
-            f"<= {MAX_REDISPATCH_SHARE:.0%}",
-            _ok(share <= MAX_REDISPATCH_SHARE),
-        )
-    )
-    rows.append(("chains verify", str(verdict.chain_ok), "True", _ok(verdict.chain_ok)))
-    rows.append(
-        ("read models verify", str(verdict.read_models_ok), "True", _ok(verdict.read_models_ok))
-    )
-    return rows
-
-
-def _ok(flag: bool) -> str:
-    return "ok" if flag else "FAIL"

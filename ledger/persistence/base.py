@@ -1,24 +1,26 @@
 """The store's contract: every database operation the use cases need, in one place.
 
 A `Store` opens read-only views (`reading`) and write transactions (`transaction`); what they
-offer is declared here once and implemented by each backend: SQL (`ledger.persistence.sql_store`,
+offer is declared once and implemented by each backend: SQL (`ledger.persistence.sql_store`,
 Postgres and SQLite) and memory (`ledger.persistence.memory`, for fast tests and as a
 reference). One contract test suite runs against all of them. Nothing here decides: the
 services in `ledger.services` do, and call only these methods.
+
+The declarations: `Store` here; a view's reads in `read_contract` (the reports among them in
+`report_contract`), a transaction's writes and claims in `write_contract`, what a backend may
+hand out beside them in `store_hooks`, and each part's own in its `*_contract` module. All of
+them are importable from here.
 """
 
 from __future__ import annotations
 
-import asyncio
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Coroutine, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Protocol, Self
+from typing import Self
 
-from ledger.brake_view import BrakeView
 from ledger.events import NewEvent, RecordedEvent
 from ledger.job_view import JobView
 from ledger.persistence import job_lane
@@ -28,280 +30,30 @@ from ledger.persistence.appends import (
     JobAppended,
 )
 from ledger.persistence.archive_contract import ArchiveStore
-from ledger.persistence.audit_contract import AuditReads, AuditWrites
-from ledger.persistence.fairness_contract import FairnessReads
-from ledger.persistence.outbox_contract import OutboxReads, OutboxWrites
-from ledger.persistence.rebuild_contract import RebuildReads, RebuildWrites
-from ledger.persistence.tree_contract import TreeReads
-from ledger.persistence.webhooks_contract import WebhookReads, WebhookWrites
+from ledger.persistence.read_contract import Reads
+from ledger.persistence.report_contract import ReportReads
+from ledger.persistence.store_hooks import Listener, LoopReads, OnConnect, OnJobs, SequencerLeader
+from ledger.persistence.write_contract import Writes
 from ledger.privileges import ConnectedRole, no_roles
 from ledger.queries import (
-    EventFilter,
-    FindingCount,
-    Heads,
-    JobCount,
-    JobFilter,
-    JobSummary,
-    MissingOutcome,
     OrderProblems,
     SequencerState,
 )
-from ledger.reconcile_rules import OpenJob
-from ledger.token_view import TokenView
+
+__all__ = [
+    "BRAKES_LOCK",
+    "Listener",
+    "LoopReads",
+    "OnConnect",
+    "OnJobs",
+    "Reads",
+    "ReportReads",
+    "SequencerLeader",
+    "Store",
+    "Writes",
+]
 
 BRAKES_LOCK = job_lane.BRAKES_LOCK  # shared by claims and submits, exclusive for a pull
-
-
-class Reads(OutboxReads, WebhookReads, FairnessReads, AuditReads, RebuildReads, TreeReads):
-    """Questions answered from one consistent view of the ledger."""
-
-    # --- jobs -----------------------------------------------------------------------------
-
-    @abstractmethod
-    def job(self, job_id: str) -> JobView | None: ...
-
-    @abstractmethod
-    def jobs_by_id(self, job_ids: Sequence[str]) -> dict[str, JobView]:
-        """The views of those jobs that exist, by id."""
-
-    @abstractmethod
-    def jobs(self, where: JobFilter) -> list[JobView]:
-        """Jobs that changed after `where.after` (and before `where.before`), in ledger_position
-        order (descending with `newest_first`), at most `limit`, matching the filter's other
-        fields (status, code, tool, created since/until, spends) where they are set."""
-
-    @abstractmethod
-    def job_by_idempotency_key(self, account: str, key: str) -> JobView | None: ...
-
-    @abstractmethod
-    def accepted_in_window(
-        self, account: str, tool: str, since: datetime
-    ) -> tuple[int, datetime | None]:
-        """How many jobs of this account and tool were accepted after `since`, and the oldest."""
-
-    @abstractmethod
-    def job_positions(self, job_ids: Sequence[str]) -> dict[str, int]:
-        """The current ledger_position of each known job (long-polls compare it to theirs)."""
-
-    @abstractmethod
-    def overdue_jobs(self, now: datetime, epoch: str | None) -> list[OpenJob]:
-        """Open jobs the reconciler must judge, each with its dispatch state: waiting (queued
-        or retrying) past their start deadline (or with none recorded), running with a lease
-        that expired before `now`, and waiting jobs with evidence that their confirmed message
-        is gone: a worker rejected it, or it was confirmed under another queue epoch than
-        `epoch` (None: the queue's epoch is not known, which is no evidence)."""
-
-    # The counts below are kept as jobs change (migration 0017, `sql_counts.py`): each costs
-    # the groups it reports (and, with since/until, the jobs created in the partial hours at the
-    # range's ends), never a count of every job, and equals a GROUP BY over the jobs.
-
-    @abstractmethod
-    def summarize_jobs(
-        self,
-        account: str | None,
-        tool: str | None = None,
-        since: datetime | None = None,
-        until: datetime | None = None,
-    ) -> JobSummary:
-        """Jobs by status, code, tool and account (created since/until, of one account and
-        tool where given)."""
-
-    @abstractmethod
-    def count_statuses(
-        self,
-        account: str | None,
-        tool: str | None = None,
-        since: datetime | None = None,
-        until: datetime | None = None,
-    ) -> dict[str, int]:
-        """How many jobs hold each status (created since/until, of one account and tool where
-        given): `summarize_jobs` by status alone."""
-
-    @abstractmethod
-    def count_jobs(self) -> list[JobCount]:
-        """Every job counted by (accepted, status, code, tool): the metrics' ledger counts."""
-
-    @abstractmethod
-    def count_findings(self) -> list[FindingCount]:
-        """The reconciler's findings (its events of the types in `ledger.event_log.FINDINGS`)
-        by type and cause, each with the newest one's time."""
-
-    @abstractmethod
-    def missing_outcomes(
-        self, account: str | None, since: datetime, limit: int
-    ) -> list[MissingOutcome]:
-        """Jobs failed with OUTCOME_MISSING whose last change is at or after `since` (of one
-        account, or all: None), most recent first, at most `limit` (the console's silence)."""
-
-    # --- brakes ---------------------------------------------------------------------------
-
-    @abstractmethod
-    def active_brakes(self) -> list[BrakeView]:
-        """Brakes that hold now, oldest first."""
-
-    @abstractmethod
-    def brake(self, brake_id: str) -> BrakeView | None: ...
-
-    @abstractmethod
-    def waiting_jobs(self, scope: str, account: str | None = None) -> int:
-        """Open jobs not running (queued, retrying) in this brake scope (and account)."""
-
-    @abstractmethod
-    def recent_brakes(self, limit: int) -> list[BrakeView]:
-        """Brakes active or released, as the brakes read model holds them (for people to
-        read, never to decide), the most recently changed first, at most `limit`."""
-
-    @abstractmethod
-    def brakes_in_scope(self, scope: str) -> list[BrakeView]:
-        """Every brake ever pulled in this scope, active or released, oldest first (a turn's
-        halt, docs/turns.md, is pulled once)."""
-
-    @abstractmethod
-    def jobs_held(self, brake_ids: Sequence[str], account: str | None = None) -> dict[str, int]:
-        """How many jobs each of these brakes refused or halted (BRAKE_ENGAGED naming it as
-        the cause), of one account or all (None); brakes that held none are left out."""
-
-    # --- tokens ---------------------------------------------------------------------------
-
-    @abstractmethod
-    def token(self, token_id: str) -> TokenView | None: ...
-
-    @abstractmethod
-    def token_by_hash(self, token_hash: str) -> TokenView | None:
-        """The token with this hash, revoked or not (the caller decides)."""
-
-    @abstractmethod
-    def token_and_job(
-        self, token_hash: str, job_id: str
-    ) -> tuple[TokenView | None, JobView | None]:
-        """`token_by_hash` and `job` together (on Postgres in one round trip)."""
-
-    @abstractmethod
-    def tokens(self) -> list[TokenView]:
-        """Every token, in creation order."""
-
-    # --- events ---------------------------------------------------------------------------
-
-    @abstractmethod
-    def read_stream(self, stream_id: str) -> list[RecordedEvent]: ...
-
-    @abstractmethod
-    def find_events(self, where: EventFilter) -> list[RecordedEvent]:
-        """Events matching the filter, in position order, at most `limit`."""
-
-    @abstractmethod
-    def last_event_by(self, actor: str) -> RecordedEvent | None:
-        """The latest event recorded by `actor` (e.g. the reconciler), or None."""
-
-    @abstractmethod
-    def heads(self) -> Heads: ...
-
-    @abstractmethod
-    def last_position(self) -> int:
-        """The last ledger position given so far, O(1) and without a sequencer tick (the head
-        now: probes, gauges, metrics). A reader that must see what committed before it asks
-        takes it inside `Store.in_order`, or from `Store.last_position`, which tick first."""
-
-    # --- read models, as stored -----------------------------------------------------------
-
-    @abstractmethod
-    def read_model_rows(self, table: str, after: str | None, limit: int) -> list[dict[str, Any]]:
-        """A page of a read model's stored rows (`ledger.read_models`: jobs, brakes, tokens),
-        keys above `after` (None: from the first), in key order, at most `limit`: every stored
-        column by name, times as aware UTC datetimes, `view` as its decoded JSON. `audit
-        verify` compares them with a fold of the events, so nothing may be normalized away."""
-
-
-class Writes(Reads, OutboxWrites, WebhookWrites, AuditWrites, RebuildWrites):
-    """A write transaction: everything it does commits together or not at all."""
-
-    @abstractmethod
-    def append(
-        self,
-        stream_id: str,
-        new_events: Sequence[NewEvent],
-        expected_version: int | None = None,
-    ) -> Appended:
-        """Append after `expected_version` (None: after whatever the head is) and update the
-        read model in the same transaction.
-
-        Raises ConcurrencyError when the stream moved, AlreadyTerminalError on a second
-        terminal job event, DuplicateEventError when an event id is already recorded,
-        IdempotencyKeyTakenError when another job of the account holds the key.
-        """
-
-    def append_jobs(self, items: Sequence[JobAppend]) -> list[JobAppended]:
-        """Append each item in this transaction; an item that cannot be appended reports why
-        (its status) and leaves the others to commit. The general way (`job_lane`): a store
-        with a one-call lane overrides it."""
-        return job_lane.append_each(self, items)
-
-    @abstractmethod
-    def isolated(self) -> AbstractContextManager[None]:
-        """A savepoint: what fails inside it is undone, the transaction goes on."""
-
-    @abstractmethod
-    def lock(self, *key: str, shared: bool = False) -> None:
-        """Hold a named lock until this transaction ends (exclusive unless `shared`)."""
-
-    @abstractmethod
-    def start_lease(self, job_id: str, attempt: int, worker: str, expires_at: datetime) -> None:
-        """The job's lease for this attempt (an earlier attempt's lease is replaced)."""
-
-    def renew_lease(self, job_id: str, attempt: int, expires_at: datetime) -> bool:
-        """Push the lease forward; False when the lease is no longer this attempt's."""
-        return self.renew_leases([(job_id, attempt)], expires_at)[0]
-
-    @abstractmethod
-    def renew_leases(self, held: Sequence[tuple[str, int]], expires_at: datetime) -> list[bool]:
-        """Push forward the leases of these (job id, attempt) pairs, in one statement where
-        the store has statements; for each pair, in order, False when the job's lease is no
-        longer that attempt's."""
-
-    @abstractmethod
-    def drop_lease(self, job_id: str, attempt: int) -> None:
-        """The attempt is over: its lease goes (a later attempt's lease stays)."""
-
-
-class SequencerLeader(Protocol):
-    """A process's bid to be the one sequencer (Postgres), on a connection of its own."""
-
-    @property
-    def leading(self) -> bool: ...
-
-    def lead(self) -> bool: ...
-
-    def tick(self) -> int: ...
-
-    def wait(self, timeout_s: float) -> None: ...
-
-    def reset(self) -> None: ...
-
-    def close(self) -> None: ...
-
-
-class Listener(Protocol):
-    """Wakes long-polls when jobs change (Postgres LISTEN); only ever a hint."""
-
-    connected: asyncio.Event
-
-    def run(self) -> Coroutine[Any, Any, None]: ...
-
-
-class LoopReads(Protocol):
-    """A job's read on the event loop that made it (Postgres: `loop_reads.LoopJobReads`)."""
-
-    async def read_job(
-        self, job_id: str, token_id: str | None = None
-    ) -> tuple[JobView | None, bool]: ...
-
-    async def close(self) -> None: ...
-
-
-# The jobs that changed, and of those the ones that ended (a terminal event): waiters for an
-# outcome only need waking for these.
-OnJobs = Callable[[list[str], set[str]], None]
-OnConnect = Callable[[], None]
 
 
 class Store(ArchiveStore, ABC):
@@ -376,11 +128,6 @@ class Store(ArchiveStore, ABC):
         """What is wrong with the order rows (None: this store sequences at write, and has
         none)."""
         return None
-
-    @abstractmethod
-    def read_after(self, position: int, limit: int = 1000) -> list[RecordedEvent]:
-        """Events after `position`, in ledger order (the events committed before the call are
-        sequenced first); never skips one that commits later."""
 
     @abstractmethod
     def iter_events(self, batch: int = 5000) -> Iterator[RecordedEvent]:

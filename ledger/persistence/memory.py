@@ -216,11 +216,6 @@ class MemoryStore(Store):
         with self._lock:
             yield MemoryReads(self.state)
 
-    def read_after(self, position: int, limit: int = 1000) -> list[RecordedEvent]:
-        with self._lock:
-            later = [e for e in self.state.events if e.position > position]
-        return later[:limit]
-
     def iter_events(self, batch: int = 5000) -> Iterator[RecordedEvent]:
         with self._lock:
             snapshot = list(self.state.events)

@@ -191,12 +191,6 @@ class MemoryReads(
             return None
         return presented(self.read_stream(token_stream(token_id)), token_hash)
 
-    def token_and_job(
-        self, token_hash: str, job_id: str
-    ) -> tuple[TokenView | None, JobView | None]:
-        token = self.token_by_hash(token_hash)
-        return token, self.job(job_id) if token else None
-
     def tokens(self) -> list[TokenView]:
         return sorted(self.state.tokens.values(), key=lambda t: t.ledger_position)
 

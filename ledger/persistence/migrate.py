@@ -11,7 +11,6 @@ from pathlib import Path
 from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, Engine, text
 
 from ledger.persistence import privileges
@@ -53,10 +52,6 @@ def downgrade(engine: Engine, revision: str) -> None:
 def current_revision(engine: Engine) -> str | None:
     with translated(), engine.connect() as conn:
         return MigrationContext.configure(conn).get_current_revision()
-
-
-def head_revision() -> str | None:
-    return ScriptDirectory.from_config(_config()).get_current_head()
 
 
 def grant(engine: Engine, app_role: str, password: str | None = None) -> None:

@@ -26,7 +26,6 @@ from ledger.brake_view import BrakeView, evolve_brake, fold_brake
 from ledger.brakes import brake_stream
 from ledger.codes import Code
 from ledger.events import RecordedEvent
-from ledger.job_view import JobView
 from ledger.persistence.base import Reads
 from ledger.persistence.errors import translated
 from ledger.persistence.schema import (
@@ -76,9 +75,6 @@ _TOKEN_EVENTS = (
         .scalar_subquery()
     )
     .order_by(events.c.stream_version)
-)
-_TOKEN_EVENTS_AND_JOB = _TOKEN_EVENTS.add_columns(
-    select(jobs.c.view).where(jobs.c.job_id == bindparam("job_id")).scalar_subquery().label("job")
 )
 _BRAKES_HOLDING = text("SELECT outcomes_brakes_holding(NULL)")
 _LATER = events.alias("later")
@@ -153,16 +149,6 @@ class SqlReads(
     def token_by_hash(self, token_hash: str) -> TokenView | None:
         rows = self.conn.execute(_TOKEN_EVENTS, {"token_hash": token_hash}).all()
         return presented((row_to_event(r) for r in rows), token_hash)
-
-    def token_and_job(
-        self, token_hash: str, job_id: str
-    ) -> tuple[TokenView | None, JobView | None]:
-        params = {"token_hash": token_hash, "job_id": job_id}
-        rows = self.conn.execute(_TOKEN_EVENTS_AND_JOB, params).all()
-        token = presented((row_to_event(r) for r in rows), token_hash)
-        if token is None or rows[0].job is None:
-            return token, None
-        return token, JobView.model_validate(rows[0].job)
 
     def tokens(self) -> list[TokenView]:
         query = select(tokens.c.view).order_by(tokens.c.ledger_position)

@@ -24,9 +24,7 @@ import logging
 import threading
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime
 
-from ledger.clock import now
 from ledger.errors import LedgerError
 from ledger.job_view import JobView
 from ledger.queueing import Confirmation
@@ -143,10 +141,3 @@ class TopUps:
                     top_up(self.ledger, account, self.window, self._publish)
                 except LedgerError as exc:  # the relay tops the window up within a second
                     log.warning("dispatch window: topping up %s failed: %s", account, exc)
-
-
-def retry_delay(view: JobView, moment: datetime | None = None) -> float:
-    """How far ahead a held job's message is due (a retry's backoff), in seconds."""
-    if view.due_at is None:
-        return 0.0
-    return max(0.0, (view.due_at - (moment or now())).total_seconds())

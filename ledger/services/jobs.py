@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ledger import doorbell, queueing
-from ledger.access import DETAIL_ROLES, hash_token, may_see
+from ledger.access import DETAIL_ROLES, may_see
 from ledger.chain import stream_links
 from ledger.clock import now
 from ledger.cursor import cursor_key, issue_cursor, position_of
@@ -27,7 +27,7 @@ from ledger.queries import JobFilter
 from ledger.queueing import WAITING
 from ledger.services.ledger import Ledger
 from ledger.services.thread_hop import in_thread
-from ledger.services.tokens import AdmittedTokens, admit
+from ledger.services.tokens import AdmittedTokens
 from ledger.token_view import TokenView
 
 
@@ -45,15 +45,6 @@ def get(ledger: Ledger, job_id: str, caller: TokenView | None = None) -> JobView
         raise JobNotFoundError(job_id)
     view, _ = ledger.store.read_job(key)
     return _visible(caller, view, job_id, ledger)
-
-
-def get_as(ledger: Ledger, token: str, job_id: str) -> tuple[TokenView, JobView]:
-    """Authenticate and read the job in one read (on Postgres one round trip, as a bare read
-    of the job would cost): the agents' hottest path."""
-    with ledger.store.quick_read() as reads:
-        found, view = reads.token_and_job(hash_token(token), job_key(job_id) or "")
-    caller = admit(found)
-    return caller, _visible(caller, view, job_id, ledger)
 
 
 def get_admitted(

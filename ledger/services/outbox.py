@@ -32,54 +32,37 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from ledger.clock import now
-from ledger.dispatch import Dispatcher, Message, QueueMarker, dispatch_all
-from ledger.errors import DispatchError, LedgerError
+from ledger.dispatch import Dispatcher, QueueMarker, dispatch_all
 from ledger.job_view import JobView
 from ledger.queueing import Confirmation
+from ledger.reconcile_rules import RELAY_AFTER_S
 from ledger.services import dispatch_window, queue_epoch
 from ledger.services.backlog import BacklogGauge
 from ledger.services.ledger import Ledger
 from ledger.services.outbox_records import ConfirmationRecords
-from ledger.tracing import Span, TraceRecord, job_attributes, tracer
+
+__all__ = ["MAX_BATCH", "MAX_HELD", "RELAY_LIMIT", "RETRY_S", "Outbox", "Sent", "outbox_for"]
+
+from ledger.services.outbox_messages import (
+    OutboxJob,
+    Sent,
+    dispatch_spans,
+    end_dispatch_spans,
+    first_reason,
+    job_of,
+    retry_delay,
+)
 
 log = logging.getLogger(__name__)
 
 RETRY_S = (0.25, 0.5, 1.0)  # between rounds of what the broker did not take, as it stays away
-EPOCH_REFRESH_S = 2.0
 MAX_BATCH = 500  # messages per publish (their confirms are awaited together)
 # Jobs (and confirmations) kept in memory for another try; beyond, the reconciler's relay.
 MAX_HELD = 100_000
-RELAY_AFTER_S = 5.0
 RELAY_LIMIT = 1000
-
-
-@dataclass
-class _Job:
-    job_id: str
-    version: int  # the stream version whose message this is
-    due: float  # time.monotonic() when the worker may start it (a retry's backoff)
-    tool: str = ""  # shown by monitors (Flower); never an argument
-    account: str = ""  # whose window it counts in ("": none)
-    trace: TraceRecord | None = None  # the job's decision, which its dispatch span continues
-
-    def message(self, moment: float) -> Message:
-        return Message(self.job_id, max(0.0, self.due - moment), self.tool)
-
-
-def _job_of(view: JobView, due: float) -> _Job:
-    return _Job(view.job_id, view.stream_version, due, view.tool, view.account, view.trace)
-
-
-@dataclass
-class Sent:
-    """What one publish did (tests and the relay's report)."""
-
-    confirmed: list[str] = field(default_factory=list)
-    failed: list[str] = field(default_factory=list)
 
 
 class Outbox:
@@ -100,15 +83,14 @@ class Outbox:
         self._background = background
         self._publishers = publishers
         self._cond = threading.Condition()
-        self._ready: deque[_Job] = deque()
-        self._later: list[_Job] = []  # failed publishes, to try again
+        self._ready: deque[OutboxJob] = deque()
+        self._later: list[OutboxJob] = []  # failed publishes, to try again
         self._failures = 0  # publishes failed in a row: the broker is away, not one message
         self._retry_at = 0.0  # time.monotonic() of the next try of what failed
         self._in_flight = 0
         self._stopping = False
         self._threads: list[threading.Thread] = []
-        self._epoch: str | None = None
-        self._epoch_read = float("-inf")
+        self._epochs = queue_epoch.CachedEpoch(ledger, dispatcher)
         # What submit refuses by, sampled in the background: an inline outbox (a command, a
         # test) lives for one submit, too short to measure a drain rate, so it has none.
         self.backlog = BacklogGauge(ledger) if background else None
@@ -136,7 +118,7 @@ class Outbox:
         """`send` for the job's wait that began at stream version `version` (`view`: the
         job's, for its trace and, with a dispatch window, the account whose window the
         message counts in: it may be left to the ledger)."""
-        job = _Job(job_id, version, time.monotonic() + max(0.0, delay_s), tool)
+        job = OutboxJob(job_id, version, time.monotonic() + max(0.0, delay_s), tool)
         if view is not None:
             job.account, job.trace = view.account, view.trace
         if not self._background:
@@ -151,9 +133,9 @@ class Outbox:
         """Publish in this thread and record the confirmation before returning; a message the
         broker did not take is left to the reconciler's relay (not kept here)."""
         due = time.monotonic() + max(0.0, delay_s)
-        return self._send_inline(_job_of(view, due))
+        return self._send_inline(job_of(view, due))
 
-    def _send_inline(self, job: _Job) -> Sent:
+    def _send_inline(self, job: OutboxJob) -> Sent:
         sent = self._publish([job], again=False)
         self._records.record_now()
         return sent
@@ -215,7 +197,7 @@ class Outbox:
         confirmed and that nobody changed for `relay_after_s`; record what was confirmed."""
         window = self.ledger.limits.window
         if window:  # every account's window topped up, instead of everything unconfirmed
-            self._current_epoch()  # read (or begun) here, never inside a top-up's transaction
+            self._epochs.current()  # read (or begun) here, never inside a top-up's transaction
             topped = dispatch_window.top_up_all(self.ledger, window, self._confirm_now)
             if topped:
                 log.info("relay: topped up the dispatch windows with %d job(s)", len(topped))
@@ -224,7 +206,7 @@ class Outbox:
         with self.ledger.store.reading() as reads:
             views = reads.undispatched_jobs(moment - timedelta(seconds=relay_after_s), limit)
         clock = time.monotonic()
-        jobs = [_job_of(v, clock + _retry_delay(v, moment)) for v in views]
+        jobs = [job_of(v, clock + retry_delay(v, moment)) for v in views]
         sent = self._publish(jobs, again=False)
         self._records.record_now()
         if sent.confirmed:
@@ -243,7 +225,7 @@ class Outbox:
             with self._cond:
                 if self._top_ups is None:
                     self._top_ups = dispatch_window.TopUps(
-                        self.ledger, window, self._confirm_now, self._current_epoch
+                        self.ledger, window, self._confirm_now, self._epochs.current
                     )
         self._top_ups.request(accounts)
 
@@ -252,9 +234,9 @@ class Outbox:
         records them in its own transaction, under the account's lock). Under the epoch the
         caller read before that transaction: beginning one here would be a second writer
         inside it (SQLite's one writer would wait on itself)."""
-        epoch = self._epoch
+        epoch = self._epochs.last
         moment, clock = now(), time.monotonic()
-        jobs = [_job_of(v, clock + _retry_delay(v, moment)) for v in views]
+        jobs = [job_of(v, clock + retry_delay(v, moment)) for v in views]
         fates = dispatch_all(self.dispatcher, [job.message(clock) for job in jobs])
         confirmed_at = now()
         return [
@@ -263,7 +245,7 @@ class Outbox:
             if fate is None
         ]
 
-    def _admitted(self, batch: list[_Job], ticket: int) -> list[_Job]:
+    def _admitted(self, batch: list[OutboxJob], ticket: int) -> list[OutboxJob]:
         """The batch's messages that fit their accounts' windows; the rest stay accepted in
         the ledger, unpublished, for a top-up (none is dropped that has no record there: a
         job's current wait is unconfirmed until a message of it is confirmed). It waits for
@@ -281,7 +263,7 @@ class Outbox:
                 self._turn = max(self._turn, ticket + 1)
                 self._cond.notify_all()
 
-    def _admit(self, batch: list[_Job], window: int) -> list[_Job]:
+    def _admit(self, batch: list[OutboxJob], window: int) -> list[OutboxJob]:
         records = self._records
         with records.admitting:
             records.record_now()  # so that the count sees this process's own
@@ -332,7 +314,7 @@ class Outbox:
                     if self.ledger.limits.window or self._later or self._ready:
                         self._cond.notify_all()
 
-    def _next_batch(self) -> list[_Job] | None:
+    def _next_batch(self) -> list[OutboxJob] | None:
         """Called holding `_cond`: the jobs to publish now, or None. While the broker refuses,
         what is held is tried again together (one connection attempt a round, not one a job),
         and new jobs wait with it rather than hammering a broker that is away."""
@@ -349,20 +331,20 @@ class Outbox:
             return None
         return max(0.0, self._retry_at - time.monotonic())
 
-    def _publish(self, jobs: Sequence[_Job], again: bool = True) -> Sent:
+    def _publish(self, jobs: Sequence[OutboxJob], again: bool = True) -> Sent:
         """Publish `jobs` and note what the broker confirmed; with `again`, hold what it did
         not for another try (the background's way)."""
         sent = Sent()
         if not jobs:
             return sent
-        epoch = self._current_epoch()
-        spans = _dispatch_spans(jobs)
+        epoch = self._epochs.current()
+        spans = dispatch_spans(jobs)
         moment = time.monotonic()
         fates = dispatch_all(self.dispatcher, [job.message(moment) for job in jobs])
         if spans:
-            _end_dispatch_spans(spans, fates)
+            end_dispatch_spans(spans, fates)
         confirmed_at = now()
-        failed: list[_Job] = []
+        failed: list[OutboxJob] = []
         confirmations: list[Confirmation] = []
         for job, fate in zip(jobs, fates, strict=True):
             if fate is None:
@@ -381,7 +363,7 @@ class Outbox:
                 "outbox: %d of %d job(s) not confirmed by the broker (%s); trying again",
                 len(failed),
                 len(jobs),
-                _first_reason(fates),
+                first_reason(fates),
             )
         if failed and again:
             self._hold(failed)
@@ -389,7 +371,7 @@ class Outbox:
             log.info("outbox: the broker takes messages again")
         return sent
 
-    def _hold(self, jobs: Sequence[_Job]) -> None:
+    def _hold(self, jobs: Sequence[OutboxJob]) -> None:
         moment = time.monotonic()
         with self._cond:
             failures = max(1, self._failures)
@@ -400,66 +382,9 @@ class Outbox:
                 self._later = self._later[-MAX_HELD:]
             self._cond.notify_all()
 
-    # --- the queue's epoch -----------------------------------------------------------------
-
-    def _current_epoch(self) -> str | None:
-        """The epoch a confirmation is recorded under, read before the publish: a message
-        confirmed under an epoch went to the queue that epoch marks, or to a later one."""
-        if self.queue is None:
-            return None
-        if time.monotonic() - self._epoch_read < EPOCH_REFRESH_S:
-            return self._epoch
-        try:
-            with self.ledger.store.reading() as reads:
-                self._epoch = reads.queue_epoch(self.queue)
-            if self._epoch is None and isinstance(self.dispatcher, QueueMarker):
-                # The queue's first epoch, begun by whoever publishes first: a message
-                # confirmed under no epoch could never be shown lost with its queue.
-                self._epoch = queue_epoch.check(self.ledger, self.dispatcher).epoch
-            self._epoch_read = time.monotonic()
-        except LedgerError as exc:
-            log.debug("outbox: the queue's epoch cannot be read now: %s", exc)
-        return self._epoch
-
     def forget_epoch(self) -> None:
         """Read the queue's epoch again before the next publish (it changed)."""
-        self._epoch_read = float("-inf")
-
-
-def _dispatch_spans(jobs: Sequence[_Job]) -> list[Span | None]:
-    """One span a traced job, around the publish of its batch (their confirms are awaited
-    together); none at all while tracing is off."""
-    spans = tracer()
-    if not spans.enabled:
-        return []
-    return [
-        spans.start(
-            "outcomes.dispatch", job.trace, job_attributes(job.job_id, job.tool, job.account)
-        )
-        if job.trace is not None
-        else None
-        for job in jobs
-    ]
-
-
-def _end_dispatch_spans(spans: list[Span | None], fates: Sequence[DispatchError | None]) -> None:
-    for made, fate in zip(spans, fates, strict=True):
-        if made is None:
-            continue
-        made.set_attribute("outcomes.dispatch.confirmed", fate is None)
-        if fate is not None:
-            made.fail(str(fate).splitlines()[0] if str(fate) else type(fate).__name__)
-        made.end()
-
-
-def _retry_delay(view: JobView, moment: datetime) -> float:
-    if view.due_at is None:
-        return 0.0
-    return max(0.0, (view.due_at - moment).total_seconds())
-
-
-def _first_reason(fates: Sequence[DispatchError | None]) -> str:
-    return next((str(f) for f in fates if f is not None), "")
+        self._epochs.forget()
 
 
 def outbox_for(ledger: Ledger, sender: Dispatcher | Outbox | None) -> Outbox | None:

@@ -12,15 +12,18 @@ cannot be asked is no evidence: nothing is sent again on a guess.
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from dataclasses import dataclass
 
 from ledger.clock import now
-from ledger.dispatch import QueueMarker
-from ledger.errors import DispatchError
+from ledger.dispatch import Dispatcher, QueueMarker
+from ledger.errors import DispatchError, LedgerError
 from ledger.services.ledger import Ledger
 
 log = logging.getLogger(__name__)
+
+EPOCH_REFRESH_S = 2.0  # how long a process keeps the epoch it read
 
 
 @dataclass(frozen=True)
@@ -61,3 +64,37 @@ def _begin(ledger: Ledger, marker: QueueMarker, expected: str | None) -> EpochCh
             return EpochCheck(epoch)
     with ledger.store.reading() as reads:  # another reconciler began one first: that one holds
         return EpochCheck(reads.queue_epoch(marker.queue))
+
+
+class CachedEpoch:
+    """The epoch a process's confirmations are recorded under, read before the publish and
+    kept `EPOCH_REFRESH_S`: a message confirmed under an epoch went to the queue that epoch
+    marks, or to a later one. None for a dispatcher that marks no queue."""
+
+    def __init__(self, ledger: Ledger, dispatcher: Dispatcher) -> None:
+        self.ledger = ledger
+        self.dispatcher = dispatcher
+        self.queue = dispatcher.queue if isinstance(dispatcher, QueueMarker) else None
+        self.last: str | None = None  # the epoch read last (a top-up records under it)
+        self._read_at = float("-inf")
+
+    def current(self) -> str | None:
+        if self.queue is None:
+            return None
+        if time.monotonic() - self._read_at < EPOCH_REFRESH_S:
+            return self.last
+        try:
+            with self.ledger.store.reading() as reads:
+                self.last = reads.queue_epoch(self.queue)
+            if self.last is None and isinstance(self.dispatcher, QueueMarker):
+                # The queue's first epoch, begun by whoever publishes first: a message
+                # confirmed under no epoch could never be shown lost with its queue.
+                self.last = check(self.ledger, self.dispatcher).epoch
+            self._read_at = time.monotonic()
+        except LedgerError as exc:
+            log.debug("outbox: the queue's epoch cannot be read now: %s", exc)
+        return self.last
+
+    def forget(self) -> None:
+        """Read the epoch again before the next publish (it changed)."""
+        self._read_at = float("-inf")

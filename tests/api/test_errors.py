@@ -176,7 +176,7 @@ def test_too_deep_json_is_refused_before_it_is_parsed(
     def parser_must_not_run(_body: bytes) -> Any:
         raise AssertionError("the JSON parser saw a body deeper than the limit")
 
-    monkeypatch.setattr(orjson, "loads", parser_must_not_run)  # the one `read_json` calls
+    monkeypatch.setattr(orjson, "loads", parser_must_not_run)  # the one `json_of` calls
     deep = '{"tool": "apitest.echo", "args": {"x": ' + "[" * 40 + "]" * 40 + "}}"
     headers = bearer(tokens.acme) | {"Content-Type": "application/json"}
     response = client.post("/v1/jobs", content=deep.encode(), headers=headers)

@@ -27,6 +27,7 @@ from ledger.services.ledger import Ledger
 from ledger.services.submit import submit
 from ledger.services.work import ClaimRequest, ClaimResult, claim_many
 from tests.factories import get_job, open_sql
+from tests.store_helpers import read_after
 from tests.tools import ECHO
 
 SPAWN = get_context("spawn")
@@ -95,7 +96,7 @@ def test_a_tailing_reader_misses_no_batched_commit(database_url: str, store: Sql
                 assert positions != [-1], "a writer failed"
                 committed.extend(positions)
                 reports += 1
-            page = store.read_after(seen[-1] if seen else 0, limit=7)
+            page = read_after(store, seen[-1] if seen else 0, limit=7)
             seen.extend(e.position for e in page)
     finally:
         for process in writers:

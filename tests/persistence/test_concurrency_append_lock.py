@@ -20,6 +20,7 @@ from ledger.events import RecordedEvent, job_stream
 from ledger.persistence.appends import NO_STREAM
 from ledger.persistence.sql_store import SqlStore
 from tests.concurrent_writers import JOIN_TIMEOUT_S, accepted_event, psycopg_dsn
+from tests.store_helpers import read_after
 
 
 def _scalar(conn: psycopg.Connection[tuple[int]], sql: str) -> int:
@@ -102,21 +103,21 @@ def test_an_uncommitted_append_never_lets_a_tailing_reader_skip_it(
         if postgres:
             assert b_finished.wait(timeout=60), "B waited for A: a lock every writer takes"
             assert _sessions_waiting_on_a_lock(psycopg_dsn(database_url)) == 0
-            seen = store.read_after(0)
+            seen = read_after(store, 0)
             assert [e.stream_id for e in seen] == [stream_b]  # B alone: A is not committed
             cursor = seen[-1].position
         else:  # B queues in BEGIN IMMEDIATE behind A's write lock
             assert not b_finished.wait(timeout=0.5), "B committed while A held an open position"
-            assert store.read_after(0) == []  # a tailing reader sees neither yet
+            assert read_after(store, 0) == []  # a tailing reader sees neither yet
             cursor = 0
     assert b_finished.wait(timeout=60), "B never finished after A committed"
     b.join(timeout=JOIN_TIMEOUT_S)
     assert not b_errors, b_errors
     (b_event,) = b_recorded
-    in_order = [(e.stream_id, e.position) for e in store.read_after(0)]
+    in_order = [(e.stream_id, e.position) for e in read_after(store, 0)]
     if postgres:
         assert a.position < b_event.position  # A wrote first ...
         assert in_order == [(stream_b, 1), (stream_a, 2)]  # ... and committed second
-        assert [e.stream_id for e in store.read_after(cursor)] == [stream_a]  # not skipped
+        assert [e.stream_id for e in read_after(store, cursor)] == [stream_a]  # not skipped
     else:
         assert in_order == [(stream_a, a.position), (stream_b, b_event.position)]

@@ -19,6 +19,7 @@ import pytest
 from ledger.persistence.sql_store import SqlStore
 from tests.concurrent_writers import RUN_TIMEOUT_S, SPAWN, Report, running, write_jobs
 from tests.factories import verify_store
+from tests.store_helpers import read_after
 
 WRITERS = 6
 EVENTS_EACH = 150  # 50 jobs of three events per writer
@@ -54,7 +55,7 @@ def tail_until_writers_finish(store: SqlStore, results: Queue[Report], writers: 
             except queue.Empty:
                 break
         writers_done = len(done) == writers  # decided before the read below
-        batch = store.read_after(cursor, READ_LIMIT)
+        batch = read_after(store, cursor, READ_LIMIT)
         if batch:
             tail.seen.extend(e.position for e in batch)
             cursor = batch[-1].position

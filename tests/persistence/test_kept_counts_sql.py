@@ -27,6 +27,7 @@ from tests.concurrent_writers import wait_until
 from tests.databases import create_database, drop_database, pg_url, require_postgres, unique_name
 from tests.factories import accepted, failed, fresh_job_stream, new, rebuild, started, succeeded
 from tests.kept_counts import assert_kept_counts_exact, full_summary
+from tests.store_helpers import head_revision
 
 CURRENT = SCRIPT_LOCATION / "functions" / "outcomes_counts.sql"
 
@@ -38,7 +39,7 @@ def test_the_newest_migration_runs_the_current_counting_functions_whole() -> Non
 
 def test_the_code_needs_the_newest_revision_and_revisions_sort_by_their_ids() -> None:
     """/readyz compares revision ids as text: they must be numbered in order, four digits."""
-    assert migrate.head_revision() == SCHEMA_REVISION
+    assert head_revision() == SCHEMA_REVISION
     ids = [
         re.search(r'^revision = "(\d+)"', p.read_text(), re.M)
         for p in (SCRIPT_LOCATION / "versions").glob("*.py")

@@ -37,6 +37,7 @@ from ledger.persistence.schema import (
 )
 from ledger.persistence.sql_store import SqlStore
 from tests.databases import create_database, drop_database, pg_url, require_postgres, unique_name
+from tests.store_helpers import head_revision
 
 BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 LEDGER_TABLES = frozenset(metadata.tables)
@@ -337,7 +338,7 @@ def test_immutability_triggers_exist_and_fire(migrated_engine: Engine) -> None:
 
 
 def test_revision_is_head_and_a_second_upgrade_changes_nothing(migrated_engine: Engine) -> None:
-    head = migrate.head_revision()
+    head = head_revision()
     assert head is not None
     assert migrate.current_revision(migrated_engine) == head
     record_one_event(migrated_engine)
@@ -387,7 +388,7 @@ def test_downgrade_to_base_removes_everything_then_upgrade_again(migrated_engine
             assert not immutable_function_exists(conn)
 
     migrate.upgrade(migrated_engine)
-    assert migrate.current_revision(migrated_engine) == migrate.head_revision()
+    assert migrate.current_revision(migrated_engine) == head_revision()
     assert table_names(migrated_engine) == LEDGER_TABLES | {VERSION_TABLE}
     diff = schema_diff(migrated_engine)
     assert diff == [], f"re-upgrade differs from ledger.persistence.schema:\n{pformat(diff)}"

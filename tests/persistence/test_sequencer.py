@@ -20,6 +20,7 @@ from ledger.services.ledger import Ledger
 from ledger.services.sequencer import SequencerLoop
 from tests.concurrent_writers import accepted_event, wait_until
 from tests.factories import open_sql, verify_store
+from tests.store_helpers import read_after
 
 pytestmark = pytest.mark.postgres
 
@@ -53,7 +54,7 @@ def test_events_wait_unsequenced_until_a_tick_and_then_are_dense_in_commit_order
         assert reads.last_position() == 0
     assert app_store.sequence() == 3
     assert app_store.sequence() == 0  # nothing new: a tick writes nothing
-    in_order = app_store.read_after(0)
+    in_order = read_after(app_store, 0)
     assert [(e.position, e.stream_id) for e in in_order] == list(enumerate(streams, start=1))
     after = app_store.sequencer_state()
     assert after is not None and (after.head, after.waiting, after.lag_s) == (3, 0, 0.0)
@@ -72,7 +73,7 @@ def test_a_transaction_held_open_delays_only_its_own_events(app_store: SqlStore)
             assert app_store.sequence() == 1
             assert _waiting(app_store) == 0  # the lag does not wait for the open transaction
     assert app_store.sequence() == 1
-    in_order = app_store.read_after(0)
+    in_order = read_after(app_store, 0)
     assert [e.stream_id for e in in_order] == [*others, held_stream]
     assert [e.position for e in in_order] == list(range(1, 22))
     assert in_order[-1].stored_position < in_order[0].stored_position  # written first
@@ -85,7 +86,7 @@ def test_a_rolled_back_write_leaves_no_hole_in_ledger_order(app_store: SqlStore)
         tx.append(job_stream(uuid.uuid4()), [accepted_event(2)], NO_STREAM)
         raise RuntimeError("roll back")  # burns a write position
     _append(app_store, 3)
-    in_order = app_store.read_after(0)
+    in_order = read_after(app_store, 0)
     assert [e.position for e in in_order] == [1, 2]
     assert [e.stored_position for e in in_order] == [1, 3]
     assert verify_store(app_store).ok
@@ -105,7 +106,7 @@ def test_one_loop_leads_and_another_takes_over_when_it_stops(pg_app_url: str) ->
             wait_until(lambda: second.leading, 10, "the second loop to take the lead")
             _append(two, 2)
             wait_until(lambda: _waiting(two) == 0, 10, "the new leader to sequence")
-            assert [e.position for e in two.read_after(0)] == [1, 2]
+            assert [e.position for e in read_after(two, 0)] == [1, 2]
         finally:
             first.stop()
             second.stop()
@@ -142,7 +143,7 @@ def test_two_readers_catching_up_at_once_give_each_event_one_place(app_store: Sq
     for thread in threads:
         thread.join(timeout=30)
     assert sorted(answers) == [0, 0, 0, 30]  # ticks wait for each other: one gives them all
-    assert [e.position for e in app_store.read_after(0)] == list(range(1, 31))
+    assert [e.position for e in read_after(app_store, 0)] == list(range(1, 31))
 
 
 def test_0014_downgrades_to_one_chain_in_write_order_and_back(pg_database: str) -> None:
@@ -162,7 +163,7 @@ def test_0014_downgrades_to_one_chain_in_write_order_and_back(pg_database: str) 
             )
             assert triggers.scalar_one() == 1
         migrate.upgrade(engine)
-        assert [e.position for e in store.read_after(0)] == [1, 2, 3]
+        assert [e.position for e in read_after(store, 0)] == [1, 2, 3]
         assert verify_store(store).ok
     finally:
         engine.dispose()
@@ -259,7 +260,7 @@ def test_ticks_insert_their_state_and_rewrite_no_row(pg_database: str) -> None:
         migrate.upgrade(engine)
         _append(store, 151)
         assert store.sequence() == 1
-        assert [e.position for e in store.read_after(148)] == [149, 150, 151, 152]
+        assert [e.position for e in read_after(store, 148)] == [149, 150, 151, 152]
         state = store.sequencer_state()
         assert state is not None and (state.head, state.ticks) == (152, 152)
     finally:

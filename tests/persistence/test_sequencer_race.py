@@ -31,6 +31,7 @@ from ledger.services.ledger import Ledger
 from ledger.services.sequencer import SequencerLoop
 from tests.concurrent_writers import accepted_event, wait_until
 from tests.factories import open_sql, started, verify_store
+from tests.store_helpers import read_after
 
 pytestmark = pytest.mark.postgres
 
@@ -164,7 +165,7 @@ def test_every_reader_sees_every_committed_event_once_in_one_dense_order(
             return [(e.position, e.event_id) for e in found]
 
         def feed(after: int) -> Seen:  # catches up first, as the changes feed does
-            return [(e.position, e.event_id) for e in store.read_after(after, 500)]
+            return [(e.position, e.event_id) for e in read_after(store, after, 500)]
 
         readers: list[tuple[Seen, list[str], threading.Thread]] = []
         for read, stop in [(tailing, stop_tailing)] * 4 + [(feed, stop_feeds)] * 2:
@@ -202,7 +203,7 @@ def test_every_reader_sees_every_committed_event_once_in_one_dense_order(
         for _, _, thread in readers[:4]:
             thread.join(timeout=60)
 
-        truth = [(e.position, e.event_id) for e in store.read_after(0, 10**6)]
+        truth = [(e.position, e.event_id) for e in read_after(store, 0, 10**6)]
         with store.connection() as conn:
             committed = conn.execute(select(func.count()).select_from(events)).scalar_one()
         assert [p for p, _ in truth] == list(range(1, committed + 1))  # dense, each once

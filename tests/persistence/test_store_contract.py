@@ -23,6 +23,7 @@ from ledger.events import JobAccepted, NewEvent, job_id_of
 from ledger.persistence.appends import NO_STREAM
 from ledger.persistence.base import Store
 from tests.factories import accepted, failed, fresh_job_stream, new, rebuild, started, succeeded
+from tests.store_helpers import read_after
 
 
 def job_status(store: Store, stream_id: str) -> Status | None:
@@ -82,11 +83,11 @@ def test_read_after_returns_later_events_in_position_order(any_store: Store) -> 
         any_store.append(stream, [accepted()], NO_STREAM)
     for stream in streams:
         any_store.append(stream, [started()], 1)
-    everything = any_store.read_after(0, limit=100)
+    everything = read_after(any_store, 0, limit=100)
     positions = [e.position for e in everything]
     assert len(everything) == 10 and positions == sorted(positions)
     assert any_store.last_position() == positions[-1]
-    assert [e.position for e in any_store.read_after(positions[3], limit=4)] == positions[4:8]
+    assert [e.position for e in read_after(any_store, positions[3], limit=4)] == positions[4:8]
     assert list(any_store.iter_events(batch=3)) == everything
 
 
@@ -132,7 +133,7 @@ def test_a_failed_transaction_leaves_no_event_and_no_read_model_row(any_store: S
     assert any_store.read_stream(rolled_back) == []
     assert job_status(any_store, rolled_back) is None
     assert job_status(any_store, committed) is Status.QUEUED
-    in_order = any_store.read_after(0)
+    in_order = read_after(any_store, 0)
     assert [e.stream_id for e in in_order] == [committed]
     with any_store.in_order() as reads:
         assert reads.last_position() == in_order[0].position
@@ -188,7 +189,7 @@ def test_heads_name_every_streams_last_event(any_store: Store) -> None:
     last = any_store.append(two, [accepted()], NO_STREAM).events[-1]
     with any_store.in_order() as reads:
         heads = reads.heads()
-    assert heads.position == any_store.read_after(0)[-1].position and heads.events == 3
+    assert heads.position == read_after(any_store, 0)[-1].position and heads.events == 3
     assert heads.heads[one] == (2, any_store.read_stream(one)[-1].hash)
     assert heads.heads[two] == (1, last.hash)
 

@@ -20,6 +20,7 @@ from ledger.persistence.appends import (
 from ledger.persistence.base import Store
 from ledger.queries import JobFilter
 from tests.factories import accepted, failed, new, rebuild, started, succeeded
+from tests.store_helpers import renew_lease
 
 
 def new_job() -> str:
@@ -48,12 +49,12 @@ def test_a_batch_appends_new_and_next_events_and_returns_their_views(any_store: 
     assert any_store.read_stream(job_stream(first))[-1] == event
     assert event.prev_hash == done[0].appended.events[0].hash  # type: ignore[union-attr]
     with any_store.transaction() as tx:  # the lease opened with the append
-        assert tx.renew_lease(first, 1, expires)
+        assert renew_lease(tx, first, 1, expires)
     drop = LeaseChange("drop", 1)
     ended = any_store.append_jobs([JobAppend(first, [succeeded()], claimed.job, drop)])[0]
     assert ended.job.status is Status.SUCCEEDED and stored(any_store, first) == ended.job
     with any_store.transaction() as tx:
-        assert not tx.renew_lease(first, 1, expires)
+        assert not renew_lease(tx, first, 1, expires)
 
 
 def test_an_item_that_cannot_be_appended_says_why_and_the_rest_commit(any_store: Store) -> None:

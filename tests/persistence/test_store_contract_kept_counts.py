@@ -19,7 +19,7 @@ from ledger.events import (
     NewEvent,
     WorkRetryScheduled,
 )
-from ledger.persistence import memory, sql_store
+from ledger.persistence import memory, sql_store, sql_writes
 from ledger.persistence.appends import NO_STREAM
 from ledger.persistence.base import Store
 from ledger.persistence.sql_counts import hour_of, hour_start
@@ -39,7 +39,7 @@ NOON = datetime(2031, 5, 6, 12, 0, tzinfo=UTC)
 def clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[datetime]]:
     """The moment the stores record at (and so every job's creation): set `clock[0]`."""
     moment = [NOON]
-    for module in (sql_store, memory):
+    for module in (sql_store, sql_writes, memory):
         monkeypatch.setattr(module, "now", lambda: moment[0])
     yield moment
 

@@ -23,6 +23,7 @@ from ledger.persistence.appends import NO_STREAM
 from ledger.persistence.base import BRAKES_LOCK, Store
 from ledger.queries import EventFilter, JobFilter
 from tests.factories import accepted, failed, fresh_job_stream, new, started, succeeded
+from tests.store_helpers import renew_lease
 
 
 def a_job(store: Store, account: str = "acme", tool: str = "tracker.read_issue") -> str:
@@ -151,14 +152,14 @@ def test_a_lease_belongs_to_one_attempt(any_store: Store) -> None:
     expires = now_ + timedelta(seconds=30)
     with any_store.transaction() as tx:
         tx.start_lease(job, 1, "w-1", expires)
-        assert tx.renew_lease(job, 1, expires + timedelta(seconds=5))
-        assert not tx.renew_lease(job, 2, expires)
+        assert renew_lease(tx, job, 1, expires + timedelta(seconds=5))
+        assert not renew_lease(tx, job, 2, expires)
         tx.start_lease(job, 2, "w-2", expires)  # the next attempt replaces the first
-        assert not tx.renew_lease(job, 1, expires)
+        assert not renew_lease(tx, job, 1, expires)
         tx.drop_lease(job, 1)  # not its attempt: nothing happens
-        assert tx.renew_lease(job, 2, expires)
+        assert renew_lease(tx, job, 2, expires)
         tx.drop_lease(job, 2)
-        assert not tx.renew_lease(job, 2, expires)
+        assert not renew_lease(tx, job, 2, expires)
         tx.lock(BRAKES_LOCK, shared=True)  # a named lock is always available to take
         tx.lock("quota", "acme", "a.x")
 
@@ -212,7 +213,7 @@ def test_brakes_active_released_and_the_jobs_they_hold(any_store: Store) -> None
         assert reads.waiting_jobs("global") == 3
 
 
-def test_tokens_by_id_by_hash_and_with_a_job(any_store: Store) -> None:
+def test_tokens_by_id_and_by_hash(any_store: Store) -> None:
     made = [
         TokenCreated(token_id=str(uuid.uuid4()), account=a, role="agent", token_hash=hash_token(a))
         for a in ("acme", "beta")
@@ -222,17 +223,11 @@ def test_tokens_by_id_by_hash_and_with_a_job(any_store: Store) -> None:
     revoked = any_store.append(
         f"token-{made[1].token_id}", [new(TokenRevoked(token_id=made[1].token_id))], 1
     ).token
-    job = a_job(any_store)
     with any_store.reading() as reads:
         assert [t.token_id for t in reads.tokens()] == [t.token_id for t in made]
         assert reads.token(made[1].token_id) == revoked and revoked.revoked
         assert reads.token_by_hash(hash_token("beta")) == revoked  # revoked ones too
         assert reads.token_by_hash(hash_token("nobody")) is None
-        token, view = reads.token_and_job(hash_token("acme"), job)
-        assert token is not None and token.account == "acme"
-        assert view is not None and view.job_id == job
-        assert reads.token_and_job(hash_token("acme"), str(uuid.uuid4()))[1] is None
-        assert reads.token_and_job(hash_token("nobody"), job) == (None, None)
 
 
 def test_read_job_answers_the_view_and_whether_the_token_stands(any_store: Store) -> None:

@@ -26,8 +26,10 @@ from ledger.services import audit, brakes, jobs, tokens
 from ledger.services.execute import Executor
 from ledger.services.ledger import Ledger
 from ledger.services.submit import submit
+from ledger.services.tokens import AdmittedTokens
 from ledger.tools import ToolContext, tool
 from mcp_server.answers import error_result, paragraph
+from tests.store_helpers import read_after
 from tests.tools import ECHO, EchoArgs
 
 
@@ -107,7 +109,7 @@ def test_tokens_are_stored_hashed_and_checked_one_way(memory_ledger: Ledger) -> 
         memory_ledger, "acme", "agent", ["b.x", "a.y", "a.y"], "cli:olga", allow_unknown_tools=True
     )
     assert issued.view.tools == ["a.y", "b.x"] and issued.token.startswith("ol_")
-    assert issued.token not in str(memory_ledger.store.read_after(0))  # only the hash is kept
+    assert issued.token not in str(read_after(memory_ledger.store, 0))  # only the hash is kept
     assert tokens.authenticate(memory_ledger, issued.token) == issued.view
     tokens.revoke(memory_ledger, issued.view.token_id, "cli:olga")
     for presented in (issued.token, "ol_never_issued"):
@@ -166,16 +168,17 @@ def test_a_job_is_seen_by_its_account_and_the_deployment_only(memory_ledger: Led
     acme = tokens.create(memory_ledger, "acme", "agent", None, "t")
     beta = tokens.create(memory_ledger, "beta", "agent", None, "t")
     auditor = tokens.create(memory_ledger, "*", "auditor", None, "t")
-    assert jobs.get_as(memory_ledger, acme.token, job_id)[1].job_id == job_id
-    assert jobs.get_as(memory_ledger, auditor.token, job_id)[1].job_id == job_id
+    admitted = AdmittedTokens(memory_ledger)
+    assert jobs.get_admitted(memory_ledger, admitted, acme.token, job_id)[1].job_id == job_id
+    assert jobs.get_admitted(memory_ledger, admitted, auditor.token, job_id)[1].job_id == job_id
     assert jobs.get(memory_ledger, job_id).job_id == job_id  # the operator at the CLI
     for unknown in ("6b1f5f3e-0000-4000-8000-000000000000", "not-a-uuid"):
         with pytest.raises(JobNotFoundError):
-            jobs.get_as(memory_ledger, acme.token, unknown)
+            jobs.get_admitted(memory_ledger, admitted, acme.token, unknown)
     with pytest.raises(JobNotFoundError):  # another account's job looks like no job at all
-        jobs.get_as(memory_ledger, beta.token, job_id)
+        jobs.get_admitted(memory_ledger, admitted, beta.token, job_id)
     with pytest.raises(NotAuthenticatedError):  # the token first, then the job
-        jobs.get_as(memory_ledger, "ol_wrong", job_id)
+        jobs.get_admitted(memory_ledger, admitted, "ol_wrong", job_id)
 
 
 @tool("access.crash")

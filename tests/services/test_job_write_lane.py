@@ -25,6 +25,7 @@ from ledger.services.reconcile import reconcile_once
 from ledger.services.submit import submit
 from ledger.services.work import MOVED_TRIES, ClaimResult, claim, record_outcome
 from tests.factories import Recorder
+from tests.store_helpers import renew_lease
 from tests.tools import METERED, QUOTA, RECONCILE_READS, RECONCILE_SPENDS
 
 POLICY = ReconcilePolicy(relay_after_s=3600)
@@ -64,7 +65,7 @@ def _types(ledger: Ledger, job_id: str) -> list[str]:
 
 def _holds_lease(ledger: Ledger, job_id: str, attempt: int) -> bool:
     with ledger.store.transaction() as tx:
-        return tx.renew_lease(job_id, attempt, datetime.now(UTC) + timedelta(seconds=30))
+        return renew_lease(tx, job_id, attempt, datetime.now(UTC) + timedelta(seconds=30))
 
 
 def test_an_outcome_after_the_reconciler_closed_the_job_is_kept_late_once(
