@@ -12,7 +12,8 @@ checkpoints; and each manifest names the one before it by its SHA-256, continuin
 positions, its chain and its tree. The events of an archive are read batch by batch, merged
 in ledger order (a file opened once the merge reaches its first position), and checked in one
 pass as they go by (`chain_check.verify_in_order`): memory holds a head a stream of one
-archive, never its events.
+archive, never its events; the archived jobs' streams (the jobs file's) and their heads in
+`stream_table`'s arrays, no Python object a job.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from ledger.chain_check import verify_in_order
 from ledger.errors import ArchiveError, ProofError
 from ledger.events import RecordedEvent
 from ledger.merkle import Frontier, event_leaf_hash, leaf_hash
+from ledger.stream_table import StreamSet
 
 Progress = Callable[[int], None]
 
@@ -142,16 +144,15 @@ def _check_events(
     folder: Path, manifest: Manifest, report: VerifyReport, progress: Progress | None
 ) -> None:
     merged = in_ledger_order([folder / f.name for f in manifest.files if f.kind == "events"])
-    try:  # the job streams it takes; every other stream is kept (checkpoints)
-        archived = (
-            {f"job-{row['job_id']}" for row in read_rows(folder / JOBS_FILE, columns=["job_id"])}
-            if any(f.name == JOBS_FILE for f in manifest.files)
-            else set()
-        )
+    archived = StreamSet()  # the job streams it takes; every other stream is kept (checkpoints)
+    try:
+        if any(f.name == JOBS_FILE for f in manifest.files):
+            for row in read_rows(folder / JOBS_FILE, columns=["job_id"]):
+                archived.add(f"job-{row['job_id']}")
     except ArchiveError as exc:
         _file(report, str(exc))
         return
-    seen = _Seen(archived)
+    seen = _Seen()
     leaves = _Leaves(manifest.tree, report) if manifest.tree is not None else None
     if leaves is not None:
         merged = leaves.watch(merged)
@@ -164,11 +165,12 @@ def _check_events(
     )
     continued = {s: (h.version, h.hash) for s, h in manifest.streams_before.items()}
     try:
-        found, heads = verify_in_order(
+        found, chain = verify_in_order(
             seen.watch(merged, progress),
             dense_from=manifest.dense_from,
             base=start,
             continued=continued,
+            table=archived,
         )
     except ArchiveError as exc:
         _file(report, str(exc))
@@ -178,6 +180,7 @@ def _check_events(
     report.events_checked += found.events_checked
     report.streams_checked += found.streams_checked
     report.problems.extend(found.problems)
+    seen.job_events = chain.table_events
     counts = manifest.counts
     for what, got, want in (
         ("events", seen.events, counts.events),
@@ -191,7 +194,7 @@ def _check_events(
         or seen.last.ledger_hash != manifest.ledger_hash_last
     ):
         _manifest(report, "the last event is not the one the manifest ends at")
-    kept = {stream: head for stream, head in heads.items() if stream not in archived}
+    kept = chain.heads  # every stream's but the archived jobs' (held in `chain.table_heads`)
     expected = manifest.kept_heads()
     if kept != expected:
         _manifest(report, "the kept streams' heads at the end are not the manifest's checkpoints")
@@ -250,8 +253,7 @@ def _check_jobs(folder: Path, manifest: Manifest, report: VerifyReport) -> None:
 class _Seen:
     """Counts gathered while the chain is verified (one pass over the events)."""
 
-    def __init__(self, archived: set[str]) -> None:
-        self.archived = archived
+    def __init__(self) -> None:
         self.events = 0
         self.job_events = 0
         self.last: RecordedEvent | None = None
@@ -261,8 +263,6 @@ class _Seen:
     ) -> Iterator[RecordedEvent]:
         for event in events:
             self.events += 1
-            if event.stream_id in self.archived:
-                self.job_events += 1
             self.last = event
             if progress is not None:
                 progress(1)

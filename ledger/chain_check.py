@@ -21,6 +21,7 @@ from ledger.ledger_pass import (
 from ledger.problem_log import ProblemLog
 from ledger.queries import StreamEvent
 from ledger.stream_pass import DigestHeads, StreamChain, StreamPass
+from ledger.stream_table import HeadTable, StreamSet
 
 
 def verify_chain(
@@ -72,28 +73,50 @@ class StreamLinks:
     (`continued`'s for a stream whose earlier events are elsewhere), the checks of
     `stream_pass.StreamChain`. A stream's events come in version order in ledger order (a
     version is appended once the one before it committed), so the heads are all it holds;
-    at the end they are every stream's last (version, hash)."""
+    at the end they are every stream's last (version, hash). The heads of the streams in
+    `table` (an archive's job streams, up to millions) are held in its arrays, not in `heads`;
+    `table_events` counts their events."""
 
     def __init__(
-        self, problems: ProblemLog, continued: Mapping[str, tuple[int, str]] | None = None
+        self,
+        problems: ProblemLog,
+        continued: Mapping[str, tuple[int, str]] | None = None,
+        table: StreamSet | None = None,
     ) -> None:
         self.problems = problems
-        self.heads: dict[str, tuple[int, str]] = dict(continued or {})
+        self.table = table if table is not None else StreamSet()
+        self.table_heads = HeadTable()
+        self.table_events = 0
+        self.heads: dict[str, tuple[int, str]] = {}
+        for stream, (version, hash_) in (continued or {}).items():
+            number = self.table.index(stream)
+            if number >= 0:
+                self.table_heads.set(number, version, hash_)
+            else:
+                self.heads[stream] = (version, hash_)
         self.streams = 0
-        self._unmet = set(self.heads)  # continued streams not met yet (counted when met)
+        self._unmet = set(continued or {})  # continued streams not met yet (counted when met)
 
     def watch(self, links: Iterable[RecordedEvent]) -> Iterator[RecordedEvent]:
-        heads = self.heads
+        heads, table, table_heads = self.heads, self.table, self.table_heads
         for link in links:
             stream = link.stream_id
-            head = heads.get(stream)
+            number = table.index(stream) if len(table) and isinstance(stream, str) else -1
+            if number >= 0:
+                self.table_events += 1
+                head = table_heads.get(number)
+            else:
+                head = heads.get(stream)
             if head is None:
                 self.streams += 1
             elif stream in self._unmet:
                 self._unmet.discard(stream)
                 self.streams += 1
             self.problems.extend(link_problems(link, head))
-            heads[stream] = (link.stream_version, link.hash)
+            if number >= 0:
+                table_heads.set(number, link.stream_version, link.hash)
+            else:
+                heads[stream] = (link.stream_version, link.hash)
             yield link
 
 
@@ -102,10 +125,12 @@ def verify_in_order(
     dense_from: int | None = None,
     base: ArchiveBase | None = None,
     continued: Mapping[str, tuple[int, str]] | None = None,
-) -> tuple[VerifyReport, dict[str, tuple[int, str]]]:
+    table: StreamSet | None = None,
+) -> tuple[VerifyReport, StreamLinks]:
     """`verify_chain`'s checks (with no digest) in one pass over `links`, which come in ledger
-    order and are let go as they pass: the report, and every stream's head at the end
-    (`continued`'s for a stream with no event here)."""
+    order and are let go as they pass: the report, and the chain followed, whose `heads` are
+    every stream's head at the end (`continued`'s for a stream with no event here) but those
+    of the streams in `table`, held in its `table_heads`."""
     problems = ProblemLog()
     checks: list[OrderCheck] = [LedgerChain(problems, base)]
     if dense_from is not None:
@@ -113,9 +138,9 @@ def verify_in_order(
     if base is not None:
         checks.append(KeptBelowCut(problems, base))
     in_order = LedgerFold(checks)
-    chain = StreamLinks(problems, continued)
+    chain = StreamLinks(problems, continued, table)
     in_order.add(chain.watch(links))
     in_order.finish()
     report = problems.report(in_order.events, chain.streams)
     report.first_position, report.last_position = in_order.first_position, in_order.last_position
-    return report, chain.heads
+    return report, chain

@@ -54,6 +54,7 @@ from ledger.services.archive_reads import records as records
 from ledger.services.archive_reads import total_events as total_events
 from ledger.services.archive_reads import verify_files as verify_files
 from ledger.services.ledger import Ledger
+from ledger.stream_table import StreamSet
 
 Progress = Callable[[int], None]
 # A test's way to kill the process at a step (files, recorded), as a crash would.
@@ -202,7 +203,7 @@ def _write(
     store = ledger.store
     before = previous.parsed() if previous is not None else None
     statuses: Counter[str] = Counter()
-    archived: set[str] = set()  # the job streams this archive takes (ended below its cut)
+    archived = StreamSet()  # the job streams this archive takes (ended below its cut)
 
     def job_rows() -> Iterator[dict[str, object]]:
         for row in store.archive_jobs(chosen.write_from, chosen.write_to):
@@ -216,7 +217,7 @@ def _write(
         name=path.name, kind="jobs", rows=jobs, sha256=archive_files.sha256_of(path)
     )
     earlier = dict(before.checkpoints) if before else {}
-    tally = _Tally(dict(earlier), archived)
+    tally = _Tally(earlier, archived)
     files: list[ArchiveFile] = []
     for part in chosen.ranges:
         name = archive_files.events_file_name(part.lower, part.upper)
@@ -314,12 +315,19 @@ def _tree_span(ledger: Ledger, before: Manifest | None, last: int | None) -> Tre
 
 class _Tally:
     """What the manifest says of the events, gathered as they are written. `archived`: the
-    job streams the archive takes; every other stream (not a job's, or a job not ended below
-    the cut) is kept, its head at the cut a checkpoint."""
+    job streams the archive takes, of which it keeps only whether each was met yet (a byte of
+    `archived.marks`); every other stream (not a job's, or a job not ended below the cut) is
+    kept, its head at the cut a checkpoint."""
 
-    def __init__(self, heads: dict[str, StreamHead], archived: set[str]) -> None:
-        # Each stream's (version, hash) so far: a tuple, not a model, one a stream.
-        self.heads = {stream: (head.version, head.hash) for stream, head in heads.items()}
+    def __init__(self, earlier: dict[str, StreamHead], archived: StreamSet) -> None:
+        # Each kept stream's (version, hash) so far: a tuple, not a model, one a stream.
+        self.heads: dict[str, tuple[int, str]] = {}
+        for stream, head in earlier.items():
+            number = archived.index(stream)
+            if number >= 0:
+                archived.marks[number] = 1  # its first events are an earlier archive's
+            else:
+                self.heads[stream] = (head.version, head.hash)
         self.archived = archived
         self.events = 0
         self.job_events = 0
@@ -333,14 +341,17 @@ class _Tally:
         for event in found:
             self.events += 1
             stream = event.stream_id
-            if stream in self.archived:
+            number = self.archived.index(stream)
+            if number >= 0:
                 self.job_events += 1
-                # Met first (no head yet), and its first events are not an earlier archive's.
-                if stream not in self.heads:
+                # Met first, and its first events are not an earlier archive's.
+                if not self.archived.marks[number]:
+                    self.archived.marks[number] = 1
                     self.open_jobs.add(stream)
                 if event.type in TERMINAL_EVENT_TYPES:
                     self.open_jobs.discard(stream)
-            self.heads[stream] = (event.stream_version, event.hash)
+            else:
+                self.heads[stream] = (event.stream_version, event.hash)
             if self.first is None or event.position < self.first:
                 self.first = event.position
             if self.last is None or event.position > self.last.position:
@@ -354,7 +365,6 @@ class _Tally:
         return {
             stream: StreamHead(version=version, hash=hash_)
             for stream, (version, hash_) in self.heads.items()
-            if stream not in self.archived
         }
 
 
