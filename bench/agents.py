@@ -172,10 +172,18 @@ PHASES = (  # (name, from, to): what the agent saw and what the events' times sa
 )
 
 
-def phases(url: str, timed: Sequence[Timed]) -> dict[str, float]:
+TAIL = 0.01  # the slowest share of calls whose phases are shown apart (issue 48: the tail)
+
+
+def phases(url: str, timed: Sequence[Timed], slowest: float | None = None) -> dict[str, float]:
     """Median milliseconds of each phase of a call, from the agent's clock and the events'
     `recorded_at` (built in the API and the worker, on this machine's clock): where a call's
-    time goes. The phases from the decision overlap (the 202 travels while the job is queued)."""
+    time goes. The phases from the decision overlap (the 202 travels while the job is queued).
+    With `slowest` (a share, e.g. 0.01), only the slowest calls by the agent's clock: where
+    the tail's time goes."""
+    if slowest is not None:
+        keep = max(1, round(len(timed) * slowest))
+        timed = sorted(timed, key=lambda t: t.seen - t.posted)[-keep:]
     moments: dict[str, dict[str, float]] = {t.job_id: {} for t in timed}
     with open_ledger(url, pool_size=1) as ledger:
         for event in audit.every_event(ledger):
@@ -183,11 +191,14 @@ def phases(url: str, timed: Sequence[Timed]) -> dict[str, float]:
                 moments[job_id][event.type] = event.recorded_at.timestamp()
     for t in timed:
         moments[t.job_id] |= {"posted": t.posted, "answered": t.answered, "seen": t.seen}
-    return {
+    medians = {
         name: 1000 * statistics.median(m[end] - m[begin] for m in moments.values())
         for name, begin, end in PHASES
         if all(begin in m and end in m for m in moments.values())
     }
+    if slowest is not None:
+        medians["whole call"] = 1000 * statistics.median(t.seen - t.posted for t in timed)
+    return medians
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -203,6 +214,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     results: dict[int, dict[str, Side]] = {}
     api_cpu_ms: dict[int, float | None] = {}
     split: dict[int, dict[str, float]] = {}
+    tail: dict[int, dict[str, float]] = {}
     with ExitStack() as stack:
         stack.callback(delete_queues, BROKER, list(queues.values()))
         logs = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-agents-")))
@@ -242,12 +254,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                         sides[name].latencies.extend(latencies)
                 results[agents] = sides
                 split[agents] = phases(url, ours.timed)
+                tail[agents] = phases(url, ours.timed, slowest=TAIL)
                 api_cpu_ms[agents] = api_cpu.ms_per(options.calls * options.rounds)
             finally:
                 ours.close()
                 bare.close()
         commit_ms = durable_commit_ms(url)
-    return report(results, api_cpu_ms, options, split, commit_ms)
+    return report(results, api_cpu_ms, options, split, commit_ms, tail)
 
 
 def report(
@@ -256,6 +269,7 @@ def report(
     options: argparse.Namespace,
     split: dict[int, dict[str, float]] | None = None,
     commit_ms: float | None = None,
+    tail: dict[int, dict[str, float]] | None = None,
 ) -> int:
     figures = {
         agents: {
@@ -273,6 +287,7 @@ def report(
             "figures": figures,
             "api_cpu_ms_per_call": api_cpu_ms,
             "phases_ms": split,
+            "tail_phases_ms": tail,
             "durable_commit_ms": commit_ms,
         }
         print(json.dumps(document))
@@ -315,6 +330,9 @@ def report(
         )
     for agents, medians in (split or {}).items():
         print(f"\nwhere ours' call goes, {agents} agent(s) (medians):")
+        print(render_table(["phase", "ms"], [[k, f"{v:.1f}"] for k, v in medians.items()]))
+    for agents, medians in (tail or {}).items():
+        print(f"\nwhere the slowest {TAIL:.0%} of ours' calls go, {agents} agent(s) (medians):")
         print(render_table(["phase", "ms"], [[k, f"{v:.1f}"] for k, v in medians.items()]))
     if 1 in figures:
         ratio = figures[1][OURS]["p50_ms"] / figures[1][BARE]["p50_ms"]

@@ -85,6 +85,10 @@ def test_the_phases_of_a_call_come_from_the_agents_clock_and_the_events(tmp_path
     chain += ("claimed -> outcome recorded", "outcome -> terminal envelope read")
     assert sum(split[name] for name in chain) <= max(whole) + 1e-6
     assert sum(split[name] for name in chain) >= min(whole) * 0.5
+    # The tail: the slowest call alone (a third of three rounds up to one), its whole time.
+    slowest = phases(url, timed, slowest=0.3)
+    assert slowest["whole call"] == pytest.approx(max(whole))
+    assert sum(slowest[name] for name in chain) == pytest.approx(max(whole), abs=1e-3)
 
 
 def test_a_durable_commit_is_timed_on_the_database(pg_database: str) -> None:
