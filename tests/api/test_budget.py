@@ -45,7 +45,7 @@ def stored_bytes(store: SqlStore) -> int:
 def file_bytes(store: SqlStore) -> int:
     """The SQLite files, write-ahead log included (0 on Postgres)."""
     local = store.local_folder()
-    return sum(path.stat().st_size for path in local.glob("ledger.db*")) if local else 0
+    return sum(p.stat().st_size for p in local.glob("ledger.db*") if p.is_file()) if local else 0
 
 
 def test_a_ten_megabyte_answer_comes_back_within_its_budget_and_says_so(

@@ -54,7 +54,7 @@ def raw_database(store: SqlStore) -> str:
     every row of every Postgres table as text."""
     local = store.local_folder()
     if local is not None:
-        files = sorted(local.glob("ledger.db*"))
+        files = sorted(path for path in local.glob("ledger.db*") if path.is_file())  # not bells
         assert files, local
         return "".join(path.read_bytes().decode("latin-1") for path in files)
     with store.engine.connect() as conn:
