@@ -198,7 +198,19 @@ def phases(url: str, timed: Sequence[Timed], slowest: float | None = None) -> di
     }
     if slowest is not None:
         medians["whole call"] = 1000 * statistics.median(t.seen - t.posted for t in timed)
+        for name, _, _ in CHAIN:  # in how many of these calls each phase was the longest
+            medians[f"longest in (calls): {name}"] = sum(
+                1 for m in moments.values() if _longest(m) == name
+            )
     return medians
+
+
+CHAIN = tuple(p for p in PHASES if p[0] != "decision -> 202 read by the agent")  # end to end
+
+
+def _longest(moments: dict[str, float]) -> str | None:
+    spans = {n: moments[e] - moments[b] for n, b, e in CHAIN if b in moments and e in moments}
+    return max(spans, key=lambda n: spans[n]) if spans else None
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -89,6 +89,8 @@ def test_the_phases_of_a_call_come_from_the_agents_clock_and_the_events(tmp_path
     slowest = phases(url, timed, slowest=0.3)
     assert slowest["whole call"] == pytest.approx(max(whole))
     assert sum(slowest[name] for name in chain) == pytest.approx(max(whole), abs=1e-3)
+    longest = [slowest[f"longest in (calls): {name}"] for name in chain]
+    assert sorted(longest) == [0, 0, 0, 1]  # one call, one longest phase
 
 
 def test_a_durable_commit_is_timed_on_the_database(pg_database: str) -> None:
