@@ -36,6 +36,7 @@ from api.state import ApiState
 from api.waiter import JobWaiter
 from console.web import mount as mount_console
 from ledger.dispatch import Dispatcher
+from ledger.heap import freeze_startup_heap
 from ledger.services import admin
 from ledger.services.ledger import Ledger, open_ledger
 from ledger.services.loop_reads import LoopReadsHolder
@@ -107,6 +108,7 @@ def create_app(
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         await state.waiter.ensure_started()
+        freeze_startup_heap()  # started: what exists now lives as long as the process
         # On a thread of its own: startup never waits on a database that is slow to answer.
         threading.Thread(
             target=_warn_if_privileged, args=(opened,), name=ROLE_CHECK, daemon=True

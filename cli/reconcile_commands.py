@@ -11,6 +11,7 @@ from cli.output import emit_json, json_option
 from cli.params import FiniteFloatRange
 from cli.stopping import stop_on_signals
 from cli.webhook_sender import WebhookSender
+from ledger.heap import freeze_startup_heap
 from ledger.services import admin
 from ledger.services.reconcile import (
     INTERVAL_S,
@@ -104,6 +105,7 @@ def reconcile(once: bool, interval: float, as_json: bool) -> None:
         return
     if heartbeat is not None:
         heartbeat.start()
+    freeze_startup_heap()  # looping from here on: start-up's objects live as long as it does
     # Postgres: ledger order, led by one reconciler, which also makes the partitions ahead.
     sequencer = SequencerLoop(ledger, partitions_ahead=settings.partitions_ahead)
     sequencer.start()

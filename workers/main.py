@@ -9,6 +9,7 @@ from typing import Any
 from celery import Celery
 from celery.signals import worker_ready
 
+from ledger.heap import freeze_startup_heap
 from ledger.services import admin
 from ledger.services.ledger import open_ledger
 from workers import observability, resources
@@ -26,11 +27,12 @@ app.steps["consumer"].add(BatchedStop)
 @worker_ready.connect
 def warn_if_privileged(**_: Any) -> None:
     """Once per worker, in its main process: a ledger of its own, closed at once, so that no
-    connection is left for a prefork child to inherit."""
+    connection is left for a prefork child to inherit. Then start-up's heap is frozen."""
     with open_ledger(resources.settings().database_url, pool_size=1) as ledger:
         warning = admin.privilege_warning(ledger)
     if warning:
         log.warning("%s", warning)
+    freeze_startup_heap()
 
 
 def run_worker(concurrency: int | None, pool: str, loglevel: str) -> None:
