@@ -92,15 +92,19 @@ def changes_bells(engine: Engine) -> Path | None:
     """The folder of bells a SQLite ledger's writers ring after each commit that changed a row
     (`ledger.doorbell`): what wakes the API's long-polls there. None for Postgres (its NOTIFY
     pushes the changes) and for a SQLite database with no file of its own."""
-    if engine.dialect.name != "sqlite":
-        return None
-    return _bells_of(engine.url.database)
+    file = _file_of(engine.url.database) if engine.dialect.name == "sqlite" else None
+    return _bells_beside(file) if file is not None else None
 
 
-def _bells_of(database: str | None) -> Path | None:
+def _file_of(database: str | None) -> Path | None:
+    """The file of a SQLite database; None for one in memory or named by a `file:` URI."""
     if not database or database == ":memory:" or database.startswith("file:"):
         return None
-    return Path(database).with_name(Path(database).name + "-bells")
+    return Path(database)
+
+
+def _bells_beside(file: Path) -> Path:
+    return file.with_name(file.name + "-bells")
 
 
 def _ringing(bells: Path) -> type[sqlite3.Connection]:
@@ -121,11 +125,11 @@ def _ringing(bells: Path) -> type[sqlite3.Connection]:
 def _sqlite_engine(url: str, common: dict[str, Any]) -> Engine:
     database = make_url(url).database
     connect_args: dict[str, Any] = {"timeout": 60}
-    bells = _bells_of(database)
-    if bells is not None:
-        create_private(Path(database or ""))
+    file = _file_of(database)
+    if file is not None:
+        create_private(file)
         if doorbell.supported():
-            connect_args["factory"] = _ringing(bells)
+            connect_args["factory"] = _ringing(_bells_beside(file))
     engine = create_engine(url, connect_args=connect_args, **common)
 
     @event.listens_for(engine, "connect")
