@@ -37,10 +37,10 @@ from api.waiter import JobWaiter
 from console.web import mount as mount_console
 from ledger.dispatch import Dispatcher
 from ledger.heap import freeze_startup_heap
+from ledger.runtime.ledger import Ledger, open_ledger
+from ledger.runtime.loop_reads import LoopReadsHolder
+from ledger.runtime.outbox import Outbox
 from ledger.services import admin
-from ledger.services.ledger import Ledger, open_ledger
-from ledger.services.loop_reads import LoopReadsHolder
-from ledger.services.outbox import Outbox
 from ledger.services.tokens import AdmittedTokens
 from ledger.settings import Settings, load_settings
 from ledger.tools import load_tool_modules
@@ -87,7 +87,7 @@ def create_app(
     owned = ledger is None  # opened here, so closed here
     opened = ledger if ledger is not None else open_ledger(settings.database_url)
     # The process's outbox: submits hand it the job and answer at once; it publishes, and
-    # records what the broker confirmed (ledger.services.outbox).
+    # records what the broker confirmed (ledger.runtime.outbox).
     outbox = Outbox(opened, dispatcher) if dispatcher is not None else None
     state = ApiState(
         ledger=opened,

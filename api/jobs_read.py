@@ -17,10 +17,10 @@ from api.state import state_of
 from ledger.access import account_scope
 from ledger.cursor import CURSOR_PATTERN
 from ledger.job_view import JobEnvelope, JobView, envelope
+from ledger.runtime.ledger import Ledger
+from ledger.runtime.settle import Until, settle
+from ledger.runtime.thread_hop import in_thread
 from ledger.services import jobs
-from ledger.services.ledger import Ledger
-from ledger.services.settle import Until, settle
-from ledger.services.thread_hop import in_thread
 
 router = APIRouter(tags=["jobs"])
 

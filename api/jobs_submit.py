@@ -28,10 +28,10 @@ from ledger.codes import Code, Status
 from ledger.decisions import Caller, JobRequest, check_turn
 from ledger.errors import InvalidEventError, NotAuthenticatedError, RateLimitedError
 from ledger.job_view import JobView
+from ledger.runtime.thread_hop import in_thread
 from ledger.services import tokens
 from ledger.services.preflight import Preflight, preflight
 from ledger.services.submit import Submitted, submit
-from ledger.services.thread_hop import in_thread
 from ledger.tracing import TraceRecord, parse_traceparent
 
 router = APIRouter(tags=["jobs"])

@@ -23,7 +23,7 @@ import uvicorn
 from api.app import create_app
 from api.connections import guarded_protocol
 from ledger.dispatch import Dispatcher
-from ledger.services.ledger import Ledger
+from ledger.runtime.ledger import Ledger
 from ledger.settings import Settings, load_settings
 from observability import logs, tracing
 

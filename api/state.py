@@ -9,9 +9,9 @@ from typing import cast
 from starlette.requests import Request
 
 from api.waiter import JobWaiter
-from ledger.services.ledger import Ledger
-from ledger.services.loop_reads import LoopReadsHolder
-from ledger.services.outbox import Outbox
+from ledger.runtime.ledger import Ledger
+from ledger.runtime.loop_reads import LoopReadsHolder
+from ledger.runtime.outbox import Outbox
 from ledger.services.tokens import AdmittedTokens
 from ledger.settings import Settings
 

@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from starlette.concurrency import run_in_threadpool
 
 from ledger.doorbell import Bell
+from ledger.runtime.ledger import Ledger
 from ledger.services import jobs
-from ledger.services.ledger import Ledger
 
 log = logging.getLogger(__name__)
 

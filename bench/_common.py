@@ -18,8 +18,8 @@ import psycopg
 from psycopg import sql
 from sqlalchemy.engine import make_url
 
+from ledger.runtime.ledger import open_ledger
 from ledger.services import admin
-from ledger.services.ledger import open_ledger
 
 # The CI machines' Postgres service (contract §7): trust auth, superuser `postgres`.
 ADMIN_URL = os.environ.get(

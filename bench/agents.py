@@ -56,8 +56,8 @@ from bench.throughput_workers import (
     running_worker,
 )
 from ledger.events import job_id_of
+from ledger.runtime.ledger import open_ledger
 from ledger.services import audit, tokens
-from ledger.services.ledger import open_ledger
 
 OURS, BARE = "ours", "bare_celery_redis"
 POOL = Pool("threads", 8, "WARNING")

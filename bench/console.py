@@ -62,8 +62,8 @@ from ledger.events import (
     WorkStarted,
     WorkSucceeded,
 )
+from ledger.runtime.ledger import Ledger, open_ledger
 from ledger.services import brakes, tokens
-from ledger.services.ledger import Ledger, open_ledger
 
 BATCH = 1000
 ACCOUNTS = tuple(f"acct-{i}" for i in range(10))

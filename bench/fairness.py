@@ -46,8 +46,8 @@ from bench.throughput_workers import Pool, delete_queues, ledger_worker_argv, ru
 from ledger.decisions import Caller, JobRequest
 from ledger.events import job_stream
 from ledger.fairness import Limits
-from ledger.services.ledger import Ledger, open_ledger
-from ledger.services.outbox import Outbox
+from ledger.runtime.ledger import Ledger, open_ledger
+from ledger.runtime.outbox import Outbox
 from ledger.services.submit import submit
 from ledger.settings import load_settings
 from workers.app import make_celery

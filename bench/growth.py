@@ -73,8 +73,8 @@ from bench.growth_probes import (
 from bench.growth_report import judge, render
 from bench.http import BROKER
 from bench.throughput_workers import delete_queues
+from ledger.runtime.ledger import open_ledger
 from ledger.services import tokens
-from ledger.services.ledger import open_ledger
 
 
 @dataclass

@@ -30,7 +30,7 @@ from ledger.events import (
     WorkSucceeded,
 )
 from ledger.job_view import JobView
-from ledger.services.ledger import Ledger
+from ledger.runtime.ledger import Ledger
 from ledger.uuid7 import new_id
 
 ACCOUNTS = tuple(f"acct-{i}" for i in range(10))

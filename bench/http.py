@@ -65,8 +65,8 @@ from bench.throughput_workers import (
     running_worker,
     worker_env,
 )
+from ledger.runtime.ledger import open_ledger
 from ledger.services import tokens
-from ledger.services.ledger import open_ledger
 
 GOAL = 0.4  # ours' jobs/s at least this share of bare Celery's
 GOAL_PEER = 0.6  # ... and of the HTTP peer's

@@ -42,8 +42,8 @@ from mcp.client.streamable_http import streamable_http_client
 
 from bench._common import render_table
 from bench.mcp_tools import NOOP
+from ledger.runtime.ledger import open_ledger
 from ledger.services import admin, tokens
-from ledger.services.ledger import open_ledger
 from ledger.tools import load_tool_modules
 
 ROOT = Path(__file__).resolve().parents[1]

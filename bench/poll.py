@@ -62,8 +62,8 @@ from bench.throughput_tools import NOOP_TOOL
 from ledger.decisions import Caller, JobRequest
 from ledger.events import NewEvent, WorkSucceeded
 from ledger.job_view import JobView
+from ledger.runtime.ledger import Ledger, open_ledger
 from ledger.services import tokens
-from ledger.services.ledger import Ledger, open_ledger
 from ledger.services.submit import submit
 from ledger.services.work import ClaimResult, claim, record_outcome
 

@@ -36,8 +36,8 @@ from sqlalchemy import text
 from bench._common import migrate, percentile, scratch_database, sqlalchemy_url
 from bench.growth_fill import Filled, fill
 from bench.growth_probes import Ran, run_command, say
+from ledger.runtime.ledger import open_ledger
 from ledger.services import proofs
-from ledger.services.ledger import open_ledger
 
 GOAL_RATIO = 0.2
 GOAL_MB = 256

@@ -24,8 +24,8 @@ from bench.reconcile_plan import Plan
 from ledger.chain import VerifyReport, stream_links
 from ledger.events import RecordedEvent, job_stream
 from ledger.job_view import JobView
+from ledger.runtime.ledger import Ledger
 from ledger.services.audit import verify
-from ledger.services.ledger import Ledger
 
 SAMPLE_STREAMS = 500  # job streams verified on the large ledger (plus every open one)
 

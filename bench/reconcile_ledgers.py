@@ -23,8 +23,8 @@ from bench.reconcile_checks import (
 )
 from bench.reconcile_history import jobs_projection, load_closed, request_for
 from bench.reconcile_plan import LARGE, LEASE_S, POLICY, SMALL, Options, Plan
+from ledger.runtime.ledger import Ledger
 from ledger.services import admin
-from ledger.services.ledger import Ledger
 from ledger.services.submit import submit
 from ledger.services.work import ClaimResult, claim
 

@@ -41,8 +41,8 @@ from bench._common import migrate, render_table, scratch_database
 from bench._store import SqlStore, job_batch, sql_store
 from bench.throughput_tools import NOOP_TOOL
 from ledger.decisions import Caller, JobRequest
+from ledger.runtime.ledger import Ledger
 from ledger.services.execute import Executor
-from ledger.services.ledger import Ledger
 from ledger.services.submit import submit
 
 GOAL = 4.0

@@ -42,10 +42,10 @@ from ledger.codes import Code
 from ledger.decisions import Caller, JobRequest
 from ledger.events import job_stream
 from ledger.keyring import new_key_line, parse_keys
+from ledger.runtime.ledger import Ledger, open_ledger
 from ledger.scrub import known_secrets, scrub
 from ledger.services.admin import migrate
 from ledger.services.execute import Executor
-from ledger.services.ledger import Ledger, open_ledger
 from ledger.services.submit import submit
 from ledger.tools import ToolContext, tool
 

@@ -104,8 +104,8 @@ from bench.throughput_workers import (
     ledger_worker_argv,
     running_worker,
 )
-from ledger.services.ledger import open_ledger
-from ledger.services.outbox import Outbox
+from ledger.runtime.ledger import open_ledger
+from ledger.runtime.outbox import Outbox
 from ledger.settings import Settings
 from workers.app import make_celery
 from workers.dispatch import CeleryDispatcher

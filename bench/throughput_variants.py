@@ -19,8 +19,8 @@ from bench.throughput_tasks import NOOP_TASK
 from bench.throughput_tools import NOOP_TOOL
 from bench.throughput_workers import WorkerProcess, pids_cpu, wait_until
 from ledger.decisions import Caller, JobRequest
-from ledger.services.ledger import Ledger
-from ledger.services.outbox import Outbox
+from ledger.runtime.ledger import Ledger
+from ledger.runtime.outbox import Outbox
 from ledger.services.submit import submit
 
 OURS, BARE, BACKEND = "ours", "bare_celery", "celery_db_backend"

@@ -13,10 +13,10 @@ from ledger.approvals import refusal
 from ledger.dispatch import Dispatcher
 from ledger.errors import DispatchError, NotDecidableError
 from ledger.job_view import envelope
+from ledger.runtime.ledger import Ledger
 from ledger.services import approvals as approval_service
 from ledger.services.approvals import MAX_PENDING, MAX_REASON_CHARS, Approver, Decision
 from ledger.services.jobs import job_key
-from ledger.services.ledger import Ledger
 
 
 @click.group()

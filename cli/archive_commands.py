@@ -18,10 +18,10 @@ from cli.errors import EXIT_PROBLEM, EXIT_USAGE, fail, reports_errors
 from cli.output import emit_json, json_option
 from ledger.archive_check import ArchiveCheck
 from ledger.clock import now, utc
+from ledger.runtime.ledger import Ledger
 from ledger.services import archive as archive_service
 from ledger.services import archive_reads
 from ledger.services import audit as audit_service
-from ledger.services.ledger import Ledger
 
 _AGE = re.compile(r"^(\d+)([smhd])$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}

@@ -24,9 +24,9 @@ from ledger.digest import Digest
 from ledger.errors import HeadAheadError, StorageError, TreeHeadError
 from ledger.public import public_event
 from ledger.queries import EventFilter
+from ledger.runtime.ledger import Ledger
 from ledger.services import audit as audit_service
 from ledger.services import proofs, verifications, verify_passes, verify_proofs
-from ledger.services.ledger import Ledger
 from ledger.verification_record import FULL, SAMPLE, SINCE
 
 output_option = click.option(

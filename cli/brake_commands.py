@@ -10,8 +10,8 @@ import click
 from cli.context import with_ledger
 from cli.errors import reports_errors
 from cli.output import emit_json, json_option
+from ledger.runtime.ledger import Ledger
 from ledger.services import brakes
-from ledger.services.ledger import Ledger
 from ledger.tools import tool_names
 
 operator_option = click.option(

@@ -9,7 +9,7 @@ from typing import Concatenate, ParamSpec, TypeVar
 
 import click
 
-from ledger.services.ledger import Ledger, open_ledger
+from ledger.runtime.ledger import Ledger, open_ledger
 
 P = ParamSpec("P")
 R = TypeVar("R")

@@ -23,8 +23,8 @@ from cli.demo_stories import HALTED, LOST, Stage, halted_at_execution, worker_lo
 from cli.errors import reports_errors
 from cli.output import emit_json, json_option
 from cli.processes import exit_on_sigterm, start_worker, stop
+from ledger.runtime.ledger import Ledger
 from ledger.services import admin, brakes, tokens
-from ledger.services.ledger import Ledger
 from ledger.settings import load_settings
 from ledger.tools import load_tool_modules
 

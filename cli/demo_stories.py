@@ -21,8 +21,8 @@ import click
 
 from cli.processes import start_worker
 from ledger.dispatch import Dispatcher
+from ledger.runtime.ledger import Ledger
 from ledger.services import brakes
-from ledger.services.ledger import Ledger
 from ledger.services.reconcile import ReconcileRunner, policy_from
 from ledger.settings import load_settings
 

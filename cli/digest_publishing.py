@@ -15,8 +15,8 @@ from cli.output import emit_json
 from cli.stopping import stop_on_signals
 from ledger.digest_writer import DigestSummary
 from ledger.errors import LedgerError
+from ledger.runtime.ledger import Ledger
 from ledger.services import audit as audit_service
-from ledger.services.ledger import Ledger
 
 
 def parse_every(every: str | None, to: Path | None, output: Path | None) -> float | None:

@@ -19,9 +19,9 @@ from ledger.codes import Status
 from ledger.errors import NotCancellableError
 from ledger.job_view import JobView, envelope
 from ledger.queries import JobFilter
+from ledger.runtime.ledger import Ledger
 from ledger.services import jobs as job_service
 from ledger.services.cancel import MAX_REASON_CHARS, Canceller, cancel, refusal
-from ledger.services.ledger import Ledger
 from ledger.tools import TOOL_NAME
 
 

@@ -10,9 +10,9 @@ import click
 from cli.context import with_ledger
 from cli.errors import EXIT_PROBLEM, fail, reports_errors
 from cli.output import emit_json, json_option
+from ledger.runtime.ledger import Ledger
 from ledger.services import admin, audit
 from ledger.services import rebuild as rebuild_service
-from ledger.services.ledger import Ledger
 
 
 @click.command()

@@ -14,8 +14,8 @@ from cli.errors import EXIT_PROBLEM, EXIT_USAGE, fail, reports_errors
 from cli.output import emit_json, json_option
 from ledger.errors import ProofError
 from ledger.receipts import SignedHead, check_document, public_key_from
+from ledger.runtime.ledger import Ledger
 from ledger.services import proofs
-from ledger.services.ledger import Ledger
 
 output_option = click.option(
     "--output",

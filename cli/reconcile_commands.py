@@ -12,6 +12,7 @@ from cli.params import FiniteFloatRange
 from cli.stopping import stop_on_signals
 from cli.webhook_sender import WebhookSender
 from ledger.heap import freeze_startup_heap
+from ledger.runtime.sequencer import SequencerLoop
 from ledger.services import admin
 from ledger.services.reconcile import (
     INTERVAL_S,
@@ -19,7 +20,6 @@ from ledger.services.reconcile import (
     ReconcileRunner,
     policy_from,
 )
-from ledger.services.sequencer import SequencerLoop
 from ledger.services.webhook_relay import WebhookRelay
 from ledger.services.webhook_relay import policy_from as webhook_policy
 from ledger.settings import load_settings

@@ -17,8 +17,8 @@ from cli.home_files import RECONCILER_BEAT, process_alive, read_record, seconds_
 from ledger.clock import format_time, now, utc
 from ledger.dispatch import Dispatcher
 from ledger.reconcile_rules import ReconcilePolicy
-from ledger.services.ledger import Ledger
-from ledger.services.outbox import Outbox
+from ledger.runtime.ledger import Ledger
+from ledger.runtime.outbox import Outbox
 from ledger.services.reconcile import INTERVAL_S, Pass, ReconcileRunner
 from ledger.settings import DEFAULT_HOME
 

@@ -10,8 +10,8 @@ from cli.context import with_ledger
 from cli.errors import reports_errors
 from cli.output import emit_json, json_option
 from ledger.keyring import new_key_line
+from ledger.runtime.ledger import Ledger
 from ledger.services import secrets as secret_service
-from ledger.services.ledger import Ledger
 
 
 @click.group()

@@ -19,7 +19,7 @@ from cli.output import emit_json, json_option
 from cli.params import FiniteFloatRange
 from ledger.clock import format_time, now
 from ledger.queueing import DispatchSummary
-from ledger.services.ledger import Ledger
+from ledger.runtime.ledger import Ledger
 from ledger.services.status import LedgerStatus, ledger_status
 from ledger.settings import load_settings
 from ledger.verification_record import SINCE, VerificationRecord

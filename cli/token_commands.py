@@ -11,8 +11,8 @@ from cli.errors import reports_errors
 from cli.home_records import load_served_tools
 from cli.output import emit_json, json_option
 from ledger.access import ROLES
+from ledger.runtime.ledger import Ledger
 from ledger.services import tokens as token_service
-from ledger.services.ledger import Ledger
 from ledger.settings import load_settings
 from ledger.token_view import TokenView
 

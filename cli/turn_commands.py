@@ -9,8 +9,8 @@ from cli.context import with_ledger
 from cli.errors import fail, reports_errors
 from cli.output import emit_json, json_option
 from ledger.errors import InvalidEventError, TurnNotFoundError
+from ledger.runtime.ledger import Ledger
 from ledger.services import turns as turn_service
-from ledger.services.ledger import Ledger
 
 
 @click.group()

@@ -11,8 +11,8 @@ from cli.context import with_ledger
 from cli.errors import reports_errors
 from cli.output import emit_json, json_option
 from ledger.clock import format_time
+from ledger.runtime.ledger import Ledger
 from ledger.services import webhooks
-from ledger.services.ledger import Ledger
 from ledger.webhook_view import WebhookView
 
 

@@ -33,9 +33,9 @@ from ledger.errors import (
 )
 from ledger.events import job_stream
 from ledger.public import public_event_data
+from ledger.runtime.ledger import Ledger
 from ledger.services import approvals, turns
 from ledger.services.approvals import APPROVAL_ROLES, MAX_REASON_CHARS, Approver
-from ledger.services.ledger import Ledger
 
 router = APIRouter(prefix=PATH, include_in_schema=False)
 FORM_BYTES = 8192  # a decision and a reason of at most MAX_REASON_CHARS (encoded)

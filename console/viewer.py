@@ -13,9 +13,9 @@ from console.sessions import COOKIE, Sessions
 from ledger.access import DETAIL_ROLES, account_scope
 from ledger.dispatch import Dispatcher
 from ledger.errors import NotAuthenticatedError
+from ledger.runtime.ledger import Ledger
+from ledger.runtime.outbox import Outbox
 from ledger.services import tokens
-from ledger.services.ledger import Ledger
-from ledger.services.outbox import Outbox
 from ledger.token_view import TokenView
 
 

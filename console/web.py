@@ -48,10 +48,10 @@ from ledger.errors import (
 from ledger.job_view import JobView, envelope
 from ledger.public import public_event
 from ledger.queries import EventFilter, JobFilter
+from ledger.runtime.ledger import Ledger
+from ledger.runtime.outbox import Outbox
 from ledger.services import audit, brakes, jobs, silence, tokens, verifications
 from ledger.services.approvals import APPROVAL_ROLES
-from ledger.services.ledger import Ledger
-from ledger.services.outbox import Outbox
 from ledger.settings import Settings
 
 router = APIRouter(prefix=PATH, include_in_schema=False)

@@ -4,7 +4,7 @@ show): arguments and secrets stay in the ledger.
 
 A dispatcher's `dispatch` returns only once the broker has confirmed the message (RabbitMQ's
 publisher confirm, Redis's reply, the embedded broker's file written whole); anything less
-raises `DispatchError`. The outbox (`ledger.services.outbox`) records each confirmation and
+raises `DispatchError`. The outbox (`ledger.runtime.outbox`) records each confirmation and
 publishes again, from any process, every accepted job that has none: nothing is lost between a
 decision's commit and its message.
 

@@ -8,7 +8,7 @@
   accepted, in the ledger, and are published as the account's jobs start.
 
 Pure: the limits and the refusal's words. The use cases apply them (`services.submit`,
-`services.work`, `services.outbox`)."""
+`services.work`, `runtime.outbox`)."""
 
 from __future__ import annotations
 

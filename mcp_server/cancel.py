@@ -18,8 +18,8 @@ from ledger.errors import (
     NotCancellableError,
     ToolNotGrantedError,
 )
+from ledger.runtime.ledger import Ledger
 from ledger.services.cancel import CANCEL_ROLES, MAX_REASON_CHARS, Canceller, cancel, refusal
-from ledger.services.ledger import Ledger
 from ledger.token_view import TokenView
 from mcp_server.answers import (
     cancel_schema,

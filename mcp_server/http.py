@@ -29,9 +29,9 @@ from ledger.codes import Code
 from ledger.dispatch import Dispatcher
 from ledger.error_info import ErrorInfo
 from ledger.errors import NotAuthenticatedError
+from ledger.runtime.ledger import Ledger
+from ledger.runtime.outbox import Outbox
 from ledger.services import tokens
-from ledger.services.ledger import Ledger
-from ledger.services.outbox import Outbox
 from ledger.token_view import TokenView
 from ledger.web_origins import host_allowed, is_loopback_address, origin_allowed
 from mcp_server.server import NOT_AUTHENTICATED, Context, LedgerMcp

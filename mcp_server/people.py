@@ -15,8 +15,8 @@ from ledger.codes import Code
 from ledger.decisions import JobRequest, check_turn
 from ledger.error_info import ErrorInfo, sentence
 from ledger.errors import InvalidEventError, NotAnAgentError, TurnNotFoundError
+from ledger.runtime.ledger import Ledger
 from ledger.services import catalog, turns
-from ledger.services.ledger import Ledger
 from ledger.services.preflight import Preflight, preflight
 from ledger.token_view import TokenView
 from ledger.turns import TurnReport

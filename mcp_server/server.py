@@ -43,10 +43,10 @@ from ledger.errors import (
 )
 from ledger.job_view import JobView, envelope
 from ledger.json_limits import value_refusal
+from ledger.runtime.ledger import Ledger
+from ledger.runtime.outbox import Outbox
+from ledger.runtime.settle import settle
 from ledger.services import catalog, jobs
-from ledger.services.ledger import Ledger
-from ledger.services.outbox import Outbox
-from ledger.services.settle import settle
 from ledger.services.submit import submit
 from ledger.token_view import TokenView
 from ledger.tracing import TraceRecord, parse_traceparent

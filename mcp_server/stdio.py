@@ -9,9 +9,9 @@ import anyio.to_thread
 from mcp.server.stdio import stdio_server
 
 from ledger.dispatch import Dispatcher
+from ledger.runtime.ledger import Ledger
+from ledger.runtime.outbox import Outbox
 from ledger.services import tokens
-from ledger.services.ledger import Ledger
-from ledger.services.outbox import Outbox
 from ledger.token_view import TokenView
 from mcp_server.server import Context, LedgerMcp
 from mcp_server.watch import PollingWatcher

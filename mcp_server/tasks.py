@@ -35,9 +35,9 @@ from pydantic import Field
 from ledger.codes import Status
 from ledger.errors import JobNotFoundError, NotCancellableError, ToolNotGrantedError
 from ledger.job_view import JobView
+from ledger.runtime.ledger import Ledger
 from ledger.services import cancel, jobs
 from ledger.services.cancel import CANCEL_ROLES
-from ledger.services.ledger import Ledger
 from ledger.token_view import TokenView
 from mcp_server.answers import job_result
 

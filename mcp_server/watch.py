@@ -12,9 +12,9 @@ from typing import Protocol
 import anyio
 import anyio.to_thread
 
+from ledger.runtime.ledger import Ledger
+from ledger.runtime.settle import Watch
 from ledger.services import jobs
-from ledger.services.ledger import Ledger
-from ledger.services.settle import Watch
 
 POLL_S = 0.05
 

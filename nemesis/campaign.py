@@ -22,8 +22,8 @@ from typing import Any
 
 from ledger.codes import Status
 from ledger.errors import LedgerError
+from ledger.runtime.ledger import open_ledger
 from ledger.services import audit
-from ledger.services.ledger import open_ledger
 from nemesis import checker, report, truth
 from nemesis.cluster import Cluster, Shape
 from nemesis.faults import KINDS, Nemesis, read_log, schedule

@@ -20,8 +20,8 @@ from prometheus_client.metrics_core import Metric
 from ledger.clock import now
 from ledger.codes import Status
 from ledger.errors import LedgerError
+from ledger.runtime.ledger import Ledger
 from ledger.services import counts, verifications
-from ledger.services.ledger import Ledger
 from observability import labels
 
 log = logging.getLogger(__name__)

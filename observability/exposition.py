@@ -7,7 +7,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder, start_http_server
 
-from ledger.services.ledger import Ledger
+from ledger.runtime.ledger import Ledger
 from observability.collector import LedgerCollector
 from observability.metrics import process_collector
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import examples.seed_tools  # noqa: F401  (registers READ_ISSUE in this process: submit checks it)
 from ledger.codes import Status
 from ledger.decisions import Caller, JobRequest
-from ledger.services.ledger import open_ledger
+from ledger.runtime.ledger import open_ledger
 from ledger.services.submit import submit
 from ledger.services.tokens import create as create_token
 from ledger.services.work import ClaimResult, claim

@@ -25,8 +25,8 @@ from ledger.persistence.base import Store
 from ledger.persistence.engine import make_engine
 from ledger.persistence.sql_store import SqlStore
 from ledger.rebuild_state import RebuildReport
+from ledger.runtime.ledger import Ledger
 from ledger.services import admin, audit
-from ledger.services.ledger import Ledger
 
 # The `error` object's ten keys (contract §3), as the contract states them.
 ERROR_KEYS = frozenset(

@@ -35,8 +35,8 @@ from celery.concurrency.thread import TaskPool as ThreadsPool
 from celery.worker import state
 from celery.worker.strategy import default as celery_strategy
 
-from ledger.batching import DaemonThreads
 from ledger.errors import OutcomeUnrecordedError, StorageUnavailableError
+from ledger.runtime.batching import DaemonThreads
 from ledger.services.execute import Execution, Executor
 from ledger.services.work import Claim, ClaimResult
 from workers.app import EXECUTE_TASK

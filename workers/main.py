@@ -10,8 +10,8 @@ from celery import Celery
 from celery.signals import worker_ready
 
 from ledger.heap import freeze_startup_heap
+from ledger.runtime.ledger import open_ledger
 from ledger.services import admin
-from ledger.services.ledger import open_ledger
 from workers import observability, resources
 from workers.app import make_celery
 from workers.batched import BatchedStop

@@ -6,7 +6,7 @@ deleted (and perhaps re-created by a worker's declare), or wiped with the broker
 Redis that keeps nothing, restarted). The marker tells: the reconciler places one for an
 epoch the ledger records, and asks for it on every pass; when it is gone, every message
 confirmed under that epoch may be gone with it, and those jobs are sent again, with that
-evidence recorded (`ledger.services.queue_epoch`).
+evidence recorded (`ledger.runtime.queue_epoch`).
 
 - RabbitMQ: a durable fanout exchange named after the queue and the epoch, bound to the queue
   and to nothing else, through which nothing is ever published. A queue that is deleted takes

@@ -13,9 +13,9 @@ from typing import Any
 
 from celery.signals import worker_shutdown
 
+from ledger.runtime.ledger import Ledger, open_ledger
+from ledger.runtime.outbox import Outbox
 from ledger.services.execute import Executor
-from ledger.services.ledger import Ledger, open_ledger
-from ledger.services.outbox import Outbox
 from ledger.settings import Settings, load_settings
 from workers.dispatch import CeleryDispatcher, dispatcher_from_settings
 

@@ -1,4 +1,4 @@
-"""The store's contract, the outbox's part (`ledger.services.outbox`): which job's message the
+"""The store's contract, the outbox's part (`ledger.runtime.outbox`): which job's message the
 broker confirmed, each queue's epoch, and the figures the outbox, the reconciler and the
 backlog gauge read. `Reads` and `Writes` (`ledger.persistence.base`) take these in; each store
 implements them (`sql_outbox.py`, `memory_outbox.py`), and the contract suite

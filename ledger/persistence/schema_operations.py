@@ -77,7 +77,7 @@ leases = Table(
     Index("ix_leases_expires_at", "expires_at"),
 )
 
-# The outbox (operational state, not a read model; ledger.services.outbox): the message the
+# The outbox (operational state, not a read model; ledger.runtime.outbox): the message the
 # broker confirmed for a job's current wait (the stream version that asked for it) and the
 # queue's epoch then; `rejected` is what a worker that took a delivery of the wait at
 # `rejected_version` and could not claim it said. Rows of jobs that no longer wait are pruned.

@@ -20,7 +20,7 @@ from sqlalchemy import (
 from ledger.persistence.schema_log import events
 from ledger.persistence.schema_metadata import Position, Time, metadata
 
-# Ledger order (migration 0014, ledger.services.sequencer): on Postgres writers commit without
+# Ledger order (migration 0014, ledger.runtime.sequencer): on Postgres writers commit without
 # a ledger-wide lock, and the sequencer gives each committed event, after commit, its dense
 # ledger position and its ledger-wide link; append-only, as `events` is. SQLite sequences at
 # write (its writers are serialized) and leaves both tables empty.

@@ -4,7 +4,7 @@ Positions taken at insert become visible in commit order, not insert order, so a
 tailing "after position N" of `events` would skip a lower position that commits after a higher
 one. On Postgres writers commit concurrently (each holds only its streams' and keys' locks),
 and the sequencer gives every committed event its ledger position after commit
-(`outcomes_sequence`, ledger.services.sequencer): readers in ledger order read `ledger_events`,
+(`outcomes_sequence`, ledger.runtime.sequencer): readers in ledger order read `ledger_events`,
 and a tailing read first has the events committed before it sequenced (`sequence`,
 `Store.in_order`). SQLite
 writers are serialized by BEGIN IMMEDIATE, so it sequences at write: each event's position is

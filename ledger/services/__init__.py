@@ -1,6 +1,5 @@
 """The use cases: the one front door that the adapters (`api`, `workers`, `cli`) call.
 
-- `ledger`    open a ledger (`open_ledger`) and hold it (`Ledger`)
 - `submit`    the decision: accept or refuse a job, then dispatch it
 - `work`      a worker's writes: claim (brake re-checked), renew the lease, record the outcome
 - `execute`   run one job: claim, run the tool under its deadline, record, retry
@@ -14,5 +13,7 @@
 - `webhooks`  register, list and remove webhooks, and read their deliveries
 - `webhook_relay` deliver every terminal outcome to its account's webhooks, signed
 
-Each decides; the store (`ledger.persistence`) only keeps and finds.
+Each decides; it is handed an open ledger (`ledger.runtime.ledger`), the process machinery
+below it (`ledger.runtime`) carries the writes and the waits, and the store
+(`ledger.persistence`) only keeps and finds.
 """

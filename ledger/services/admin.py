@@ -7,8 +7,8 @@ from collections.abc import Callable
 from ledger.errors import StorageError
 from ledger.privileges import ConnectedRole, check_role_name, no_roles
 from ledger.rebuild_state import RebuildReport
+from ledger.runtime.ledger import Ledger
 from ledger.services import rebuild as rebuild_service
-from ledger.services.ledger import Ledger
 
 
 def migrate(

@@ -39,10 +39,10 @@ from ledger.events import JobApprovalDecided, NewEvent
 from ledger.job_view import JobView, envelope
 from ledger.persistence.appends import AppendStatus, JobAppend
 from ledger.queries import JobFilter
+from ledger.runtime.ledger import Ledger
+from ledger.runtime.outbox import Outbox, outbox_for
 from ledger.scrub import scrub
 from ledger.services.jobs import job_key
-from ledger.services.ledger import Ledger
-from ledger.services.outbox import Outbox, outbox_for
 from ledger.token_view import TokenView
 
 APPROVAL_ROLES = ("approver", "operator")  # agents and auditors never decide

@@ -47,13 +47,13 @@ from ledger.errors import ArchiveError, ArchiveRefusedError, ProofError, Subtree
 from ledger.events import TERMINAL_EVENT_TYPES, RecordedEvent
 from ledger.merkle import Frontier
 from ledger.merkle_store import frontier_at
+from ledger.runtime.ledger import Ledger
 from ledger.services.archive_reads import FoundJob as FoundJob
 from ledger.services.archive_reads import base as base
 from ledger.services.archive_reads import find_job as find_job
 from ledger.services.archive_reads import records as records
 from ledger.services.archive_reads import total_events as total_events
 from ledger.services.archive_reads import verify_files as verify_files
-from ledger.services.ledger import Ledger
 from ledger.stream_table import StreamSet
 
 Progress = Callable[[int], None]

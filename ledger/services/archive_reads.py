@@ -13,7 +13,7 @@ from ledger.archive_check import ArchiveCheck, Progress, verify_archives
 from ledger.archive_check import total_events as counted
 from ledger.errors import ArchiveError
 from ledger.events import RecordedEvent
-from ledger.services.ledger import Ledger
+from ledger.runtime.ledger import Ledger
 
 
 def verify_files(directory: Path, progress: Progress | None = None) -> list[ArchiveCheck]:

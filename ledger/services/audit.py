@@ -17,7 +17,7 @@ from ledger.digest_files import Published
 from ledger.digest_writer import DigestSummary
 from ledger.events import RecordedEvent
 from ledger.queries import EventFilter, JobFilter, JobSummary
-from ledger.services.ledger import Ledger
+from ledger.runtime.ledger import Ledger
 from ledger.services.verify_passes import PAGE, Progress, Verification, verify_passes
 
 

@@ -13,7 +13,7 @@ from ledger.events import BrakePulled, BrakeReleased, NewEvent
 from ledger.persistence.appends import NO_STREAM
 from ledger.persistence.base import BRAKES_LOCK
 from ledger.queries import BrakeHold
-from ledger.services.ledger import Ledger
+from ledger.runtime.ledger import Ledger
 from ledger.uuid7 import new_id
 
 

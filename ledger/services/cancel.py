@@ -26,9 +26,9 @@ from ledger.errors import (
 from ledger.events import Cancellation, NewEvent, WorkDeclined
 from ledger.job_view import JobView, envelope
 from ledger.persistence.appends import AppendStatus, JobAppend
+from ledger.runtime.ledger import Ledger
 from ledger.scrub import scrub
 from ledger.services.jobs import job_key
-from ledger.services.ledger import Ledger
 from ledger.token_view import TokenView
 
 CANCEL_ROLES = ("agent", "operator")  # auditors read; they change nothing

@@ -12,7 +12,7 @@ from ledger.access import ALL_ACCOUNTS
 from ledger.clock import now
 from ledger.decisions import Caller
 from ledger.errors import NotAnAgentError
-from ledger.services.ledger import Ledger
+from ledger.runtime.ledger import Ledger
 from ledger.token_view import TokenView
 from ledger.tools import ToolSpec, registered_tools
 

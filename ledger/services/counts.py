@@ -19,7 +19,7 @@ from ledger.codes import Status
 from ledger.event_log import FINDINGS
 from ledger.queries import JobCount, JobFilter, SequencerState
 from ledger.queueing import DispatchSummary
-from ledger.services.ledger import Ledger
+from ledger.runtime.ledger import Ledger
 
 
 @dataclass(frozen=True)

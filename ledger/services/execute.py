@@ -13,7 +13,6 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from ledger import event_log
-from ledger.batching import DaemonThreads, GroupCommit
 from ledger.brakes import brake_error
 from ledger.budget import effective_budget
 from ledger.classify import Attempt, Budget, failure_event, outcome_event, scrubbed_error
@@ -33,17 +32,20 @@ from ledger.errors import (
 from ledger.events import NewEvent, Payload, WorkFailed, WorkHalted, WorkRetryScheduled
 from ledger.fairness import DEFER_S
 from ledger.job_view import JobView
+from ledger.runtime.batching import DaemonThreads, GroupCommit
+from ledger.runtime.ledger import Ledger
+from ledger.runtime.outbox import Outbox, outbox_for
+from ledger.runtime.tool_deadline import DeadlineRun, not_awaitable
+from ledger.runtime.tool_loop import SHARED, ToolLoop
+from ledger.runtime.watchdog import Watchdog
 from ledger.scrub import known_secrets
 from ledger.secrets import open_args
-from ledger.services.ledger import Ledger
 from ledger.services.not_run import (
     args_rejected,
     brake_unreadable,
     missing_tool,
     secret_unavailable,
 )
-from ledger.services.outbox import Outbox, outbox_for
-from ledger.services.tool_deadline import DeadlineRun, not_awaitable
 from ledger.services.work import (
     Claim,
     ClaimRequest,
@@ -54,10 +56,8 @@ from ledger.services.work import (
     renew_leases,
 )
 from ledger.telemetry import telemetry
-from ledger.tool_loop import SHARED, ToolLoop
 from ledger.tools import ToolContext, ToolSpec, get_tool
 from ledger.tracing import job_attributes, tracer
-from ledger.watchdog import Watchdog
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +106,7 @@ class Executor:
         beat_s = lease_s / 3  # a running tool's lease is renewed three times a lease
         self._watchdog = Watchdog(beat_s, self._heartbeat, self._threads)
         # Tools run under their deadline on these threads, async ones on `loop` (see
-        # ledger/tool_loop.py for why one loop).
+        # ledger/runtime/tool_loop.py for why one loop).
         self._deadline = DeadlineRun(self._threads, loop, beat_s, self._heartbeat)
         # Claims from this process's task threads share one transaction per group.
         self.claims: GroupCommit[ClaimRequest, Claim] = GroupCommit(

@@ -25,8 +25,8 @@ from ledger.persistence.base import Listener, LoopReads, OnConnect, OnJobs
 from ledger.public import job_event, public_event
 from ledger.queries import JobFilter
 from ledger.queueing import WAITING
-from ledger.services.ledger import Ledger
-from ledger.services.thread_hop import in_thread
+from ledger.runtime.ledger import Ledger
+from ledger.runtime.thread_hop import in_thread
 from ledger.services.tokens import AdmittedTokens
 from ledger.token_view import TokenView
 

@@ -19,8 +19,8 @@ from ledger.brakes import brake_error, holding
 from ledger.clock import now
 from ledger.decisions import Caller, JobRequest, quota_refusal, retry_after, tool_refusal
 from ledger.error_info import ErrorInfo
-from ledger.services.ledger import Ledger
-from ledger.services.outbox import Outbox
+from ledger.runtime.ledger import Ledger
+from ledger.runtime.outbox import Outbox
 from ledger.services.submit import approval_ask, backlog_check, sealed_args, unsealable
 from ledger.tools import get_tool
 from ledger.uuid7 import new_id

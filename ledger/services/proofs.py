@@ -38,7 +38,7 @@ from ledger.receipts import (
     public_key_text,
     signing_key_from,
 )
-from ledger.services.ledger import Ledger
+from ledger.runtime.ledger import Ledger
 from ledger.settings import load_settings
 
 

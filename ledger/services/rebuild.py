@@ -40,7 +40,7 @@ from ledger.persistence.base import Store, Writes
 from ledger.read_model_check import fold_event, row_differences
 from ledger.read_models import READ_MODELS
 from ledger.rebuild_state import PageDone, RebuildProgress, RebuildReport
-from ledger.services.ledger import Ledger
+from ledger.runtime.ledger import Ledger
 
 Progress = Callable[[int], None]  # told how many events a page replayed
 PAGE = 200  # streams a page: the longest any append waits is one page's transaction

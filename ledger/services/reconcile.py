@@ -25,9 +25,10 @@ from ledger.events import NewEvent
 from ledger.job_view import JobView
 from ledger.persistence.appends import AppendStatus, JobAppend, LeaseChange
 from ledger.reconcile_rules import Finding, ReconcilePolicy, findings
-from ledger.services import queue_epoch, turns
-from ledger.services.ledger import Ledger
-from ledger.services.outbox import Outbox, outbox_for
+from ledger.runtime import queue_epoch
+from ledger.runtime.ledger import Ledger
+from ledger.runtime.outbox import Outbox, outbox_for
+from ledger.services import turns
 from ledger.settings import Settings
 from ledger.telemetry import telemetry
 

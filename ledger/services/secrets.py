@@ -12,9 +12,9 @@ from typing import Any
 import orjson
 
 from ledger.errors import NotASecretError, SecretUnavailableError
+from ledger.runtime.ledger import Ledger
 from ledger.secrets import sealed_digest, value_at
 from ledger.services import jobs
-from ledger.services.ledger import Ledger
 
 
 @dataclass(frozen=True)

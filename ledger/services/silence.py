@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from ledger.codes import OutcomeMissingCause
-from ledger.services.ledger import Ledger
+from ledger.runtime.ledger import Ledger
 
 # A window's findings read at most: a chart of a storm needs its shape, not every job.
 MAX_FINDINGS = 20_000

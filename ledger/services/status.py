@@ -16,7 +16,7 @@ from datetime import datetime
 from ledger.brake_view import BrakeView
 from ledger.codes import Status
 from ledger.queueing import DispatchSummary
-from ledger.services.ledger import Ledger
+from ledger.runtime.ledger import Ledger
 from ledger.verification_record import VerificationRecord
 
 

@@ -43,11 +43,11 @@ from ledger.fairness import rate_refusal
 from ledger.job_view import JobView
 from ledger.persistence.appends import AppendStatus, JobAppend, JobAppended, QuotaCheck
 from ledger.queueing import Backlog, effective_start_within
+from ledger.runtime.ledger import Ledger
+from ledger.runtime.outbox import Outbox, outbox_for
 from ledger.scrub import scrub
 from ledger.secrets import SealedArgs, seal_args
 from ledger.services import turns
-from ledger.services.ledger import Ledger
-from ledger.services.outbox import Outbox, outbox_for
 from ledger.telemetry import telemetry
 from ledger.tools import ToolSpec, get_tool
 from ledger.tracing import TraceRecord, tracer

@@ -19,7 +19,7 @@ from ledger.access import (
 from ledger.errors import NotAuthenticatedError, TokenError
 from ledger.events import NewEvent, TokenCreated, TokenRevoked
 from ledger.persistence.appends import NO_STREAM
-from ledger.services.ledger import Ledger
+from ledger.runtime.ledger import Ledger
 from ledger.token_view import TokenView
 from ledger.tools import TOOL_NAME, get_tool
 from ledger.uuid7 import new_id

@@ -23,8 +23,8 @@ from ledger.decisions import check_turn
 from ledger.errors import TurnNotFoundError
 from ledger.job_view import JobView
 from ledger.queries import JobFilter
+from ledger.runtime.ledger import Ledger
 from ledger.services import brakes
-from ledger.services.ledger import Ledger
 
 MAX_CALLS = 1000  # calls a report reads at most (`truncated` beyond)
 HALT_OPERATOR = "turn-halt"  # the brake's operator when a turn halts itself

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ledger.chain import Problem
 from ledger.clock import now
-from ledger.services.ledger import Ledger
+from ledger.runtime.ledger import Ledger
 from ledger.services.verify_passes import Verification
 from ledger.verification_record import FULL, SCOPES, VerificationRecord, who_verifies
 

@@ -42,7 +42,7 @@ from ledger.persistence.base import Reads
 from ledger.problem_log import ProblemLog
 from ledger.read_model_check import ReadModelReport, StreamModels
 from ledger.read_models import READ_MODELS, ReadModel
-from ledger.services.ledger import Ledger
+from ledger.runtime.ledger import Ledger
 from ledger.stream_pass import DigestHeads, StreamChain, StreamPass
 from ledger.tree_pass import TreeLeaves
 

@@ -43,7 +43,7 @@ from ledger.queries import LedgerLink, StreamEvent
 from ledger.read_model_check import ReadModelReport, StreamModels
 from ledger.read_models import ReadModel
 from ledger.receipts import SignedHead
-from ledger.services.ledger import Ledger
+from ledger.runtime.ledger import Ledger
 from ledger.services.verify_passes import PAGE, DigestCheck, Progress, Verification
 from ledger.stream_pass import StreamChain, StreamPass
 from ledger.tree_pass import TreeLeaves

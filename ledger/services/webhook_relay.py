@@ -38,8 +38,8 @@ from datetime import timedelta
 from ledger.clock import now
 from ledger.errors import LedgerError, SecretUnavailableError, WebhookSendError, WebhookTargetError
 from ledger.job_view import envelope
+from ledger.runtime.ledger import Ledger
 from ledger.services import webhooks
-from ledger.services.ledger import Ledger
 from ledger.settings import Settings
 from ledger.webhook_targets import check_target, resolve_within
 from ledger.webhook_view import WebhookView

@@ -15,7 +15,7 @@ from ledger.errors import (
 )
 from ledger.events import NewEvent, WebhookDisabled, WebhookRegistered, WebhookRemoved
 from ledger.persistence.appends import NO_STREAM
-from ledger.services.ledger import Ledger
+from ledger.runtime.ledger import Ledger
 from ledger.settings import DEFAULT_MAX_WEBHOOKS_PER_ACCOUNT
 from ledger.uuid7 import new_id
 from ledger.webhook_targets import check_target

@@ -26,7 +26,7 @@ from ledger.events import (
 from ledger.job_view import JobView
 from ledger.persistence.appends import AppendStatus, JobAppend, JobAppended, LeaseChange
 from ledger.persistence.base import Writes
-from ledger.services.ledger import Ledger
+from ledger.runtime.ledger import Ledger
 from ledger.tracing import Span, job_attributes, tracer
 
 

@@ -5,7 +5,7 @@ index for counting re-dispatches by their evidence.
 An accepted decision is its own outbox record; these tables say which of them the broker has
 confirmed, so that any process's relay can publish the rest, and so that a queue that lost its
 marker (deleted, re-created, wiped) is evidence that the messages confirmed under its old epoch
-are gone (ledger.services.outbox, ledger.services.queue_epoch).
+are gone (ledger.runtime.outbox, ledger.runtime.queue_epoch).
 
 Revision ID: 0010
 Revises: 0009

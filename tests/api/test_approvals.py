@@ -9,7 +9,7 @@ from __future__ import annotations
 from fastapi.testclient import TestClient
 
 from ledger.persistence.sql_store import SqlStore
-from ledger.services.ledger import Ledger
+from ledger.runtime.ledger import Ledger
 from ledger.services.tokens import create as create_token
 from tests.api.test_metrics import scrape
 from tests.plugins.api import RecordingDispatcher, Tokens, bearer, published

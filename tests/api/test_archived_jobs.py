@@ -10,8 +10,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from ledger.persistence.sql_store import SqlStore
+from ledger.runtime.ledger import Ledger
 from ledger.services import archive
-from ledger.services.ledger import Ledger
 from tests.plugins.api import Tokens, bearer
 from tests.plugins.archiving import ended_jobs, soon
 

@@ -9,8 +9,8 @@ from fastapi.testclient import TestClient
 
 from ledger.events import job_stream
 from ledger.persistence.sql_store import SqlStore
+from ledger.runtime.ledger import Ledger
 from ledger.services.brakes import pull, release
-from ledger.services.ledger import Ledger
 from tests.factories import started
 from tests.plugins.api import Tokens, bearer, new_job
 from tests.tools import ECHO, METERED

@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import event
 
 from ledger.persistence.sql_store import SqlStore
-from ledger.services.ledger import Ledger
+from ledger.runtime.ledger import Ledger
 from ledger.services.tokens import create as create_token
 from ledger.services.tokens import revoke as revoke_token
 from tests.plugins.api import Tokens, bearer

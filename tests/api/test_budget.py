@@ -14,8 +14,8 @@ from sqlalchemy import text
 
 from ledger.budget import DEFAULT_MAX_RESULT_BYTES, json_size
 from ledger.persistence.sql_store import SqlStore
+from ledger.runtime.ledger import Ledger
 from ledger.services.execute import Executor
-from ledger.services.ledger import Ledger
 from tests.plugins.api import Tokens, bearer
 from tests.tools import ECHO
 

@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 
 from ledger.events import job_stream
 from ledger.persistence.sql_store import SqlStore
-from ledger.services.ledger import Ledger
+from ledger.runtime.ledger import Ledger
 from ledger.services.tokens import create as create_token
 from ledger.services.work import ClaimResult, claim
 from tests.factories import succeeded

@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 from api.app import create_app
 from api.docs import ASSETS, SWAGGER_UI_VERSION, swagger_ui_folder
 from ledger.persistence.memory import MemoryStore
-from ledger.services.ledger import Ledger
+from ledger.runtime.ledger import Ledger
 
 # sha256 of the files in npm's swagger-ui-dist@5.31.0 tarball (integrity sha512-zSUTIck02fSga6r…).
 UPSTREAM = {

@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 from api.app import create_app
 from api.fast_path import fast_endpoint
 from ledger.persistence.sql_store import SqlStore
-from ledger.services.ledger import Ledger
+from ledger.runtime.ledger import Ledger
 from tests.plugins.api import RecordingDispatcher, Tokens, bearer, new_job
 from tests.tools import ECHO
 

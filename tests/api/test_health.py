@@ -7,7 +7,7 @@ from pathlib import Path
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from ledger.services.ledger import Ledger
+from ledger.runtime.ledger import Ledger
 from tests.factories import open_sql
 from tests.plugins.api import RecordingDispatcher
 

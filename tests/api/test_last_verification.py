@@ -15,8 +15,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from cli.errors import EXIT_PROBLEM
 from ledger.errors import StorageError
 from ledger.persistence.sql_store import SqlStore
+from ledger.runtime.ledger import Ledger
 from ledger.services import audit, verifications, verify_passes
-from ledger.services.ledger import Ledger
 from tests.factories import accepted, fresh_job_stream
 from tests.plugins.api import Tokens, bearer
 from tests.plugins.cli import Invoke

@@ -21,9 +21,9 @@ from ledger.persistence.appends import NO_STREAM
 from ledger.persistence.sql_store import SqlStore
 from ledger.queries import EventFilter
 from ledger.reconcile_rules import ReconcilePolicy
+from ledger.runtime.ledger import Ledger
 from ledger.services import audit, brakes
 from ledger.services.execute import Executor
-from ledger.services.ledger import Ledger
 from ledger.services.reconcile import reconcile_once
 from ledger.services.submit import submit
 from ledger.tools import tool_names

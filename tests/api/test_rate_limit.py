@@ -14,7 +14,7 @@ from api.app import create_app
 from ledger.fairness import Limits
 from ledger.persistence.engine import make_engine
 from ledger.persistence.sql_store import SqlStore
-from ledger.services.ledger import Ledger
+from ledger.runtime.ledger import Ledger
 from ledger.services.tokens import revoke as revoke_token
 from tests.factories import ERROR_KEYS
 from tests.plugins.api import RecordingDispatcher, Tokens, bearer

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import httpx
 
+from ledger.runtime.ledger import open_ledger
 from ledger.services import admin, audit
-from ledger.services.ledger import open_ledger
 from ledger.services.tokens import create as create_token
 from tests.serving import embedded_env, serving
 from tests.tools import ECHO

@@ -11,8 +11,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from ledger.persistence.sql_store import SqlStore
+from ledger.runtime.ledger import Ledger
 from ledger.services import jobs
-from ledger.services.ledger import Ledger
 from ledger.services.tokens import revoke
 from tests.plugins.api import Tokens, bearer, new_job
 

@@ -25,8 +25,8 @@ from api.app import create_app
 from ledger.decisions import Caller, JobRequest
 from ledger.events import job_stream
 from ledger.persistence.sql_store import SqlStore
+from ledger.runtime.ledger import Ledger
 from ledger.services.brakes import pull
-from ledger.services.ledger import Ledger
 from ledger.services.submit import submit
 from tests.factories import started, succeeded
 from tests.plugins.api import Tokens

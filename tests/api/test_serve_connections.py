@@ -21,8 +21,8 @@ from api import server as api_server
 from api.server import BackgroundServer, connection_warning
 from ledger.errors import ConfigurationError
 from ledger.persistence.memory import MemoryStore
+from ledger.runtime.ledger import Ledger, open_ledger
 from ledger.services import admin, tokens
-from ledger.services.ledger import Ledger, open_ledger
 from ledger.settings import MAX_CONNECTIONS, load_settings
 from tests.serving import embedded_env, serving
 

@@ -11,8 +11,8 @@ from fastapi.testclient import TestClient
 from ledger.codes import Status
 from ledger.persistence.sql_store import SqlStore
 from ledger.queueing import Backlog
+from ledger.runtime.ledger import Ledger
 from ledger.services.brakes import pull
-from ledger.services.ledger import Ledger
 from tests.factories import ERROR_KEYS, get_job
 from tests.plugins.api import RecordingDispatcher, Tokens, bearer, published
 from tests.tools import ECHO, METERED, OFF, QUOTA

@@ -11,8 +11,8 @@ from typing import Any
 from fastapi.testclient import TestClient
 
 from ledger.persistence.sql_store import SqlStore
+from ledger.runtime.ledger import Ledger
 from ledger.services.execute import Executor
-from ledger.services.ledger import Ledger
 from tests.plugins.api import Tokens, bearer
 from tests.tools import APPROVED_CHARGE, ECHO, FAILING_CHARGE, METERED, QUOTA
 

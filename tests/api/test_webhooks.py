@@ -9,7 +9,7 @@ from fastapi.testclient import TestClient
 
 from api.app import create_app
 from ledger.persistence.sql_store import SqlStore
-from ledger.services.ledger import Ledger
+from ledger.runtime.ledger import Ledger
 from tests.plugins.api import Tokens, bearer
 
 PUBLIC_URL = "https://93.184.215.14/outcomes"  # an address: registration resolves nothing

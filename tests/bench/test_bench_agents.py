@@ -16,7 +16,7 @@ from bench._common import durable_commit_ms, migrate
 from bench.agents import BARE, OURS, Side, Timed, _goal, closed_loop, phases, report
 from ledger.events import job_stream
 from ledger.persistence.appends import NO_STREAM
-from ledger.services.ledger import open_ledger
+from ledger.runtime.ledger import open_ledger
 from tests.factories import accepted, started, succeeded
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import orjson
 
-from ledger.services.ledger import Ledger
+from ledger.runtime.ledger import Ledger
 from ledger.services.work import ClaimResult, claim
 from tests.cli.test_operator_commands import accepted_job
 from tests.factories import open_sql

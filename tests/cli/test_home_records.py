@@ -39,7 +39,7 @@ from cli.status_commands import DEFAULT_API_URL, EXIT_NOT_READY
 from ledger.clock import format_time, now
 from ledger.errors import StorageUnavailableError
 from ledger.reconcile_rules import ReconcilePolicy
-from ledger.services.ledger import Ledger
+from ledger.runtime.ledger import Ledger
 from ledger.services.reconcile import ReconcileRunner
 from tests.serving import embedded_env, outcomes_argv
 from tests.tools import ECHO

@@ -8,7 +8,7 @@ from pydantic import BaseModel
 
 from ledger.decisions import Caller, JobRequest
 from ledger.outcomes import Succeeded
-from ledger.services.ledger import Ledger
+from ledger.runtime.ledger import Ledger
 from ledger.services.submit import submit
 from ledger.tools import ToolContext, tool
 from tests.factories import open_sql

@@ -7,8 +7,8 @@ from __future__ import annotations
 import orjson
 
 from ledger.decisions import Caller, JobRequest
+from ledger.runtime.ledger import Ledger
 from ledger.services.execute import Executor
-from ledger.services.ledger import Ledger
 from ledger.services.submit import submit
 from tests.factories import open_sql
 from tests.plugins.cli import Invoke

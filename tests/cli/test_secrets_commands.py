@@ -11,7 +11,7 @@ from cli.main import cli
 from ledger.decisions import Caller, JobRequest
 from ledger.keyring import new_key_line, parse_keys
 from ledger.persistence.sql_store import SqlStore
-from ledger.services.ledger import Ledger
+from ledger.runtime.ledger import Ledger
 from ledger.services.submit import submit
 from tests.plugins.cli import Invoke
 

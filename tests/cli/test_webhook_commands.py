@@ -6,8 +6,8 @@ import orjson
 
 from ledger.persistence.engine import make_engine
 from ledger.persistence.sql_store import SqlStore
+from ledger.runtime.ledger import Ledger
 from ledger.services import webhooks
-from ledger.services.ledger import Ledger
 from tests.plugins.cli import Invoke
 
 

@@ -24,8 +24,8 @@ from ledger.events import (
     job_stream,
 )
 from ledger.persistence.appends import NO_STREAM
+from ledger.runtime.ledger import Ledger
 from ledger.services import brakes, tokens
-from ledger.services.ledger import Ledger
 from tests.factories import new
 
 CANARY = "sk_live_CANARY_7f3a9c1e5b"  # looks like a secret; must never reach a page

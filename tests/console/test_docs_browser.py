@@ -16,8 +16,8 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from api.server import BackgroundServer
 from ledger.persistence.memory import MemoryStore
+from ledger.runtime.ledger import Ledger
 from ledger.services import tokens
-from ledger.services.ledger import Ledger
 from tests.console.browser import chromium, require_chromium
 
 WAIT_S = 15

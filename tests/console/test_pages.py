@@ -11,8 +11,8 @@ from fastapi.testclient import TestClient
 
 from api.app import create_app
 from ledger.persistence.memory import MemoryStore
+from ledger.runtime.ledger import Ledger
 from ledger.services import tokens
-from ledger.services.ledger import Ledger
 from tests.console.ledger_rows import CANARY, Seeded, seed
 
 PAGES = (

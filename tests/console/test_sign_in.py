@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 
 from api.app import create_app
 from ledger.persistence.memory import MemoryStore
-from ledger.services.ledger import Ledger
+from ledger.runtime.ledger import Ledger
 from tests.console.ledger_rows import Seeded, seed
 
 SIGN_IN = "/console/sign-in"

@@ -7,7 +7,7 @@ import uuid
 
 from ledger.decisions import Caller, JobRequest
 from ledger.events import job_stream
-from ledger.services.ledger import Ledger
+from ledger.runtime.ledger import Ledger
 from ledger.services.submit import submit
 from ledger.uuid7 import new_id, unix_ms, uuid7
 from tests.factories import Recorder

@@ -107,6 +107,33 @@ def test_observability_is_shared_by_the_adapters_and_imports_none_of_them() -> N
     assert _violations(ADAPTERS, METRICS) == []
 
 
+def test_the_runtime_never_imports_a_use_case() -> None:
+    # ledger/runtime/ is the machinery the use cases run on: they call down into it, never
+    # the reverse (a runtime module that needed a decision would put one on a second path).
+    reaching = [
+        f"{module} imports {name}"
+        for module, names in GRAPH.items()
+        if module == "ledger.runtime" or module.startswith("ledger.runtime.")
+        for name in names
+        if name == "ledger.services" or name.startswith("ledger.services.")
+    ]
+    assert reaching == []
+    assert any(m.startswith("ledger.runtime.") for m in GRAPH), "the runtime wing is missing"
+
+
+def test_the_process_machinery_lives_in_the_runtime_wing() -> None:
+    # Threads, loops, group commits and the outbox are not use cases (docs/architecture.md).
+    machinery = ("outbox", "sequencer", "batching", "watchdog", "tool_loop", "thread_hop")
+    misplaced = [
+        m
+        for m in GRAPH
+        if m.split(".")[-1] in machinery
+        and not m.startswith("ledger.runtime.")
+        and m.startswith("ledger.")
+    ]
+    assert misplaced == []
+
+
 def test_only_persistence_talks_to_the_database() -> None:
     outside = [
         v for v in _violations(("ledger",), DRIVERS) if not v.startswith("ledger.persistence")

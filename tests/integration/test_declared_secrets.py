@@ -28,8 +28,8 @@ from sqlalchemy import inspect, text
 import examples.seed_tools  # noqa: F401  (the seed's tracker is one of the submitted tools)
 from api.app import create_app
 from ledger.persistence.sql_store import SqlStore
+from ledger.runtime.ledger import Ledger
 from ledger.services.execute import Executor
-from ledger.services.ledger import Ledger
 from ledger.settings import load_settings
 from tests.plugins.api import Tokens, bearer
 from tests.plugins.cli import Invoke

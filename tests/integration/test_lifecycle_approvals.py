@@ -14,9 +14,9 @@ from cli.main import cli
 from ledger.codes import Code, Status
 from ledger.decisions import JobRequest
 from ledger.errors import NotDecidableError, SelfApprovalError
+from ledger.runtime.ledger import Ledger
 from ledger.services import brakes
 from ledger.services.approvals import Approver, decide
-from ledger.services.ledger import Ledger
 from ledger.services.preflight import preflight
 from ledger.services.reconcile import reconcile_once
 from tests.plugins.deployments import (

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from ledger.codes import Code, Status
+from ledger.runtime.ledger import Ledger
 from ledger.services.brakes import pull
-from ledger.services.ledger import Ledger
 from tests.plugins.deployments import Deployment, deployments, wait_terminal, wait_until
 
 ASYNC_DEPLOYMENTS = deployments("rabbitmq/postgres", "embedded/sqlite")

@@ -16,8 +16,8 @@ import pytest
 
 from ledger.codes import Code, Status
 from ledger.job_view import JobView, envelope
+from ledger.runtime.ledger import Ledger
 from ledger.services.brakes import pull, release
-from ledger.services.ledger import Ledger
 from tests.factories import ERROR_KEYS
 from tests.plugins.deployments import (
     ON_EVERY_BROKER,

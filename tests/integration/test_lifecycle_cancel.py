@@ -12,8 +12,8 @@ import pytest
 
 from ledger.codes import Status
 from ledger.errors import NotCancellableError
+from ledger.runtime.ledger import Ledger
 from ledger.services.cancel import Canceller, cancel
-from ledger.services.ledger import Ledger
 from tests.plugins.deployments import (
     Deployment,
     count_events,

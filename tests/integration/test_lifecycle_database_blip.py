@@ -20,7 +20,7 @@ from ledger.events import NewEvent, WorkSucceeded, job_stream
 from ledger.job_view import JobView
 from ledger.persistence.appends import JobAppend, JobAppended
 from ledger.persistence.sql_store import SqlStore
-from ledger.services.ledger import Ledger
+from ledger.runtime.ledger import Ledger
 from ledger.services.submit import submit
 from ledger.tools import load_tool_modules
 from tests.databases import PG_ADMIN_DSN

@@ -20,8 +20,8 @@ from ledger.codes import Code, NextAction, Status
 from ledger.decisions import Caller
 from ledger.events import job_stream
 from ledger.job_view import JobView, envelope
+from ledger.runtime.ledger import Ledger
 from ledger.services.brakes import pull
-from ledger.services.ledger import Ledger
 from tests.factories import ERROR_KEYS
 from tests.plugins.deployments import AGENT, ON_EVERY_BROKER, Deployment, deployments, wait_terminal
 

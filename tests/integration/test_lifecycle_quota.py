@@ -17,7 +17,7 @@ import pytest
 from ledger.codes import Code, NextAction
 from ledger.decisions import JobRequest
 from ledger.job_view import envelope
-from ledger.services.ledger import Ledger
+from ledger.runtime.ledger import Ledger
 from ledger.services.submit import submit
 from ledger.tools import load_tool_modules
 from tests.factories import open_sql

@@ -10,8 +10,8 @@ import pytest
 from ledger.codes import Code, Status
 from ledger.decisions import JobRequest
 from ledger.reconcile_rules import ReconcilePolicy
+from ledger.runtime.ledger import Ledger
 from ledger.services import turns
-from ledger.services.ledger import Ledger
 from ledger.services.reconcile import reconcile_once
 from ledger.services.submit import submit
 from tests.plugins.deployments import AGENT, Deployment, deployments, wait_terminal

@@ -24,9 +24,9 @@ from ledger.decisions import Caller, JobRequest
 from ledger.error_info import ErrorInfo
 from ledger.events import JobOutcomeMissing, NewEvent, job_stream
 from ledger.persistence.sql_store import SqlStore
+from ledger.runtime.ledger import Ledger
 from ledger.scrub import MAX_DETAIL
 from ledger.services.execute import Execution, Executor
-from ledger.services.ledger import Ledger
 from ledger.services.submit import submit as submit_job
 from tests.factories import get_job
 from tests.plugins.api import RecordingDispatcher, Tokens, bearer

@@ -19,7 +19,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 
 from ledger.decisions import JobRequest
 from ledger.events import job_stream
-from ledger.services.ledger import Ledger
+from ledger.runtime.ledger import Ledger
 from ledger.services.submit import submit
 from ledger.tracing import parse_traceparent
 from tests.plugins.deployments import AGENT, Deployment, deployments, wait_terminal, wait_until

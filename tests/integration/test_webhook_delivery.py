@@ -18,9 +18,9 @@ from ledger.events import job_stream
 from ledger.job_view import envelope
 from ledger.persistence.sql_store import SqlStore
 from ledger.queries import EventFilter
+from ledger.runtime.ledger import Ledger
 from ledger.services import jobs, webhooks
 from ledger.services.approvals import Approver, decide
-from ledger.services.ledger import Ledger
 from ledger.services.submit import submit
 from ledger.services.webhook_relay import WebhookRelay
 from ledger.webhooks import DeliveryPolicy

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import examples.seed_tools  # noqa: F401  (the tools the served tokens are granted)
 import tests.tools  # noqa: F401
+from ledger.runtime.ledger import open_ledger
 from ledger.services import admin
-from ledger.services.ledger import open_ledger
 from ledger.services.tokens import create as create_token
 from tests.serving import ROOT, serving
 

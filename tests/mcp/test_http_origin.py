@@ -18,8 +18,8 @@ from fastapi.testclient import TestClient
 from api.app import create_app
 from api.server import BackgroundServer
 from ledger.persistence.memory import MemoryStore
+from ledger.runtime.ledger import Ledger
 from ledger.services import tokens
-from ledger.services.ledger import Ledger
 
 INITIALIZE = {
     "jsonrpc": "2.0",

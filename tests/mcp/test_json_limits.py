@@ -14,8 +14,8 @@ from fastapi.testclient import TestClient
 from api.app import create_app
 from ledger.json_limits import MAX_JSON_DEPTH
 from ledger.persistence.memory import MemoryStore
+from ledger.runtime.ledger import Ledger
 from ledger.services import tokens
-from ledger.services.ledger import Ledger
 from tests.tools import ECHO
 
 MCP_ECHO = ECHO.replace(".", "__")

@@ -23,8 +23,8 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ledger.persistence.open import open_store
+from ledger.runtime.ledger import Ledger
 from ledger.services import jobs
-from ledger.services.ledger import Ledger
 from tests.cancelling import jobs_to_cancel
 from tests.mcp.clients import TRANSPORTS, connect, modern_client, stdio_params
 from tests.mcp.serving import READ_ISSUE, Served, served

@@ -11,9 +11,9 @@ from typing import Any
 from starlette.testclient import TestClient
 
 from ledger.persistence.sql_store import SqlStore
+from ledger.runtime.ledger import Ledger
 from ledger.services.approvals import Approver, decide
 from ledger.services.execute import Executor
-from ledger.services.ledger import Ledger
 from mcp_server.tasks import EXTENSION
 from tests.mcp.test_tasks import NAME_OF, VERSION, rpc
 from tests.plugins.api import Tokens

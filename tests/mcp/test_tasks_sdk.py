@@ -27,8 +27,8 @@ import httpx
 import pytest
 
 from ledger.job_view import JobView
+from ledger.runtime.ledger import open_ledger
 from ledger.services import jobs
-from ledger.services.ledger import open_ledger
 from ledger.services.tokens import create as create_token
 from tests.mcp.serving import Served, prepare
 from tests.mcp.test_typescript_sdk import JS, node, run_script

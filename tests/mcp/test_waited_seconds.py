@@ -9,7 +9,7 @@ from pydantic import BaseModel
 from ledger.decisions import Caller, JobRequest
 from ledger.job_view import envelope
 from ledger.outcomes import Succeeded
-from ledger.services.ledger import Ledger
+from ledger.runtime.ledger import Ledger
 from ledger.services.submit import submit
 from ledger.tools import ToolContext, tool
 from mcp_server.answers import paragraph, spoken_seconds

@@ -19,8 +19,8 @@ from ledger.events import TokenCreated, job_stream
 from ledger.persistence.memory import MemoryStore
 from ledger.persistence.schema import events, jobs
 from ledger.persistence.sql_store import SqlStore
+from ledger.runtime.ledger import Ledger
 from ledger.services import archive, audit
-from ledger.services.ledger import Ledger
 from tests.factories import new, open_sql
 from tests.plugins.archiving import TINY, ended_jobs, open_job, soon, token_events
 

@@ -18,8 +18,8 @@ from ledger import archive_files
 from ledger.events import RecordedEvent
 from ledger.persistence import sql_archive
 from ledger.persistence.sql_store import SqlStore
+from ledger.runtime.ledger import Ledger
 from ledger.services import archive
-from ledger.services.ledger import Ledger
 from tests.factories import open_sql
 from tests.plugins.archiving import ended_jobs, open_job, soon, token_events
 

@@ -16,8 +16,8 @@ from ledger.persistence import migrate
 from ledger.persistence.engine import make_engine
 from ledger.persistence.schema import jobs
 from ledger.persistence.sql_store import SqlStore
+from ledger.runtime.ledger import Ledger
 from ledger.services import archive, audit
-from ledger.services.ledger import Ledger
 from ledger.uuid7 import uuid7
 from tests.databases import APP_ROLE, as_role, create_database, drop_database, pg_url, unique_name
 from tests.factories import accepted, open_sql, succeeded

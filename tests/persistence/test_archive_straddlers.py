@@ -14,8 +14,8 @@ from sqlalchemy import text
 
 from ledger.events import job_stream
 from ledger.persistence.sql_store import SqlStore
+from ledger.runtime.ledger import Ledger
 from ledger.services import archive, audit
-from ledger.services.ledger import Ledger
 from tests.factories import accepted, open_sql, succeeded
 from tests.plugins.archiving import TINY, soon, token_events
 

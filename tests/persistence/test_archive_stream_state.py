@@ -15,8 +15,8 @@ import pytest
 from ledger import archive_check
 from ledger.chain_check import StreamLinks
 from ledger.persistence.sql_store import SqlStore
+from ledger.runtime.ledger import Ledger
 from ledger.services import archive
-from ledger.services.ledger import Ledger
 from tests.factories import open_sql
 from tests.plugins.archiving import ended_jobs, open_job, soon, token_events
 

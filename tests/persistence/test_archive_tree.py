@@ -15,8 +15,8 @@ from ledger.chain import ProblemKind
 from ledger.merkle import Frontier
 from ledger.persistence.schema import events, ledger_events
 from ledger.persistence.sql_store import SqlStore
+from ledger.runtime.ledger import Ledger
 from ledger.services import archive, audit, proofs
-from ledger.services.ledger import Ledger
 from ledger.services.verify_proofs import check_heads
 from tests.factories import open_sql
 from tests.plugins.archiving import ended_jobs, soon, token_events

@@ -21,9 +21,9 @@ from ledger.events import JobAccepted, NewEvent, WorkStarted, WorkSucceeded
 from ledger.job_view import JobView
 from ledger.persistence.appends import AppendStatus, JobAppend
 from ledger.persistence.sql_store import SqlStore
+from ledger.runtime.ledger import Ledger
 from ledger.services import brakes
 from ledger.services.execute import Executor
-from ledger.services.ledger import Ledger
 from ledger.services.submit import submit
 from ledger.services.work import ClaimRequest, ClaimResult, claim_many
 from tests.factories import get_job, open_sql

@@ -11,9 +11,9 @@ import tracemalloc
 from collections.abc import Callable
 
 from ledger.persistence.sql_store import SqlStore
+from ledger.runtime.ledger import Ledger
 from ledger.services import audit
 from ledger.services import rebuild as rebuild_service
-from ledger.services.ledger import Ledger
 from tests.ledger_fill import fill
 
 SMALL = 250  # jobs; the large ledger holds ten times as many

@@ -20,8 +20,8 @@ from ledger.events import Cancellation, NewEvent, WorkDeclined, job_stream
 from ledger.job_view import JobView
 from ledger.persistence.appends import AppendStatus, JobAppend
 from ledger.persistence.base import Store
+from ledger.runtime.ledger import Ledger
 from ledger.services.cancel import Canceller, cancel
-from ledger.services.ledger import Ledger
 from ledger.services.submit import submit
 from ledger.services.work import Claim, ClaimResult, claim
 from tests.factories import get_job, verify_store

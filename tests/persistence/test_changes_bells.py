@@ -12,8 +12,8 @@ from ledger import doorbell
 from ledger.persistence.engine import make_engine
 from ledger.persistence.memory import MemoryStore
 from ledger.persistence.sql_store import SqlStore
+from ledger.runtime.ledger import Ledger
 from ledger.services import jobs
-from ledger.services.ledger import Ledger
 from ledger.services.tokens import create as create_token
 
 

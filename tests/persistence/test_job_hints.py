@@ -15,7 +15,7 @@ from ledger.persistence.engine import make_engine
 from ledger.persistence.notify_listener import hints
 from ledger.persistence.projections import JOBS_CHANNEL
 from ledger.persistence.sql_store import SqlStore
-from ledger.services.ledger import Ledger
+from ledger.runtime.ledger import Ledger
 from tests.factories import accepted, failed, started, succeeded
 
 

@@ -20,9 +20,9 @@ from sqlalchemy import event, text
 
 from ledger.persistence.schema import metadata
 from ledger.persistence.sql_store import SqlStore
+from ledger.runtime.backlog import BacklogGauge
+from ledger.runtime.ledger import Ledger
 from ledger.services import admin, audit, counts, status
-from ledger.services.backlog import BacklogGauge
-from ledger.services.ledger import Ledger
 from tests.factories import open_sql
 
 JOBS = 20_000

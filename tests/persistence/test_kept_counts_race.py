@@ -18,9 +18,9 @@ from ledger.decisions import Caller, JobRequest
 from ledger.errors import LedgerError
 from ledger.persistence.base import Store
 from ledger.reconcile_rules import ReconcilePolicy
+from ledger.runtime.ledger import Ledger
 from ledger.services.cancel import Canceller, cancel
 from ledger.services.execute import Executor
-from ledger.services.ledger import Ledger
 from ledger.services.reconcile import reconcile_once
 from ledger.services.submit import submit
 from tests.concurrent_writers import (

@@ -21,8 +21,8 @@ from ledger.persistence.engine import make_engine
 from ledger.persistence.migrate import SCRIPT_LOCATION
 from ledger.persistence.schema import SCHEMA_REVISION, job_count_deltas
 from ledger.persistence.sql_store import SqlStore
-from ledger.services.ledger import Ledger
-from ledger.services.sequencer import SequencerLoop
+from ledger.runtime.ledger import Ledger
+from ledger.runtime.sequencer import SequencerLoop
 from tests.concurrent_writers import wait_until
 from tests.databases import create_database, drop_database, pg_url, require_postgres, unique_name
 from tests.factories import accepted, failed, fresh_job_stream, new, rebuild, started, succeeded

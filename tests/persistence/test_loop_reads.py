@@ -15,7 +15,7 @@ from ledger.events import job_stream
 from ledger.persistence.engine import make_engine
 from ledger.persistence.loop_reads import LoopJobReads
 from ledger.persistence.sql_store import SqlStore
-from ledger.services.ledger import Ledger
+from ledger.runtime.ledger import Ledger
 from ledger.services.tokens import create, revoke
 from tests.factories import accepted, started
 

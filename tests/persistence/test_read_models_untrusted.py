@@ -20,8 +20,8 @@ from ledger.errors import NotAuthenticatedError
 from ledger.persistence.schema import brakes as brakes_table
 from ledger.persistence.schema import tokens as tokens_table
 from ledger.persistence.sql_store import SqlStore
+from ledger.runtime.ledger import Ledger
 from ledger.services import brakes, tokens
-from ledger.services.ledger import Ledger
 from ledger.services.submit import submit
 from ledger.services.work import ClaimRequest, ClaimResult, claim_many
 from tests.tools import ECHO

@@ -35,8 +35,8 @@ from ledger.persistence.locks import key_for
 from ledger.persistence.schema import jobs
 from ledger.persistence.sql_store import SqlStore
 from ledger.rebuild_state import RebuildProgress
+from ledger.runtime.ledger import Ledger
 from ledger.services import audit
-from ledger.services.ledger import Ledger
 from ledger.services.rebuild import rebuild
 from tests.factories import accepted, open_sql, started, succeeded
 from tests.ledger_fill import fill, open_jobs

@@ -24,9 +24,9 @@ from ledger.decisions import Caller, JobRequest
 from ledger.job_view import Status
 from ledger.persistence.sql_store import SqlStore
 from ledger.reconcile_rules import ReconcilePolicy
+from ledger.runtime.ledger import Ledger
 from ledger.services import admin, audit, brakes, tokens, verifications
 from ledger.services.execute import Executor
-from ledger.services.ledger import Ledger
 from ledger.services.reconcile import reconcile_once
 from ledger.services.submit import submit
 from tests.databases import (

@@ -17,8 +17,8 @@ from api.app import ROLE_CHECK, create_app
 from cli.main import cli
 from ledger.persistence.memory import MemoryStore
 from ledger.privileges import ConnectedRole
+from ledger.runtime.ledger import Ledger
 from ledger.services import admin
-from ledger.services.ledger import Ledger
 from tests.factories import open_sql
 
 SUPERUSER = ConnectedRole("postgres", superuser=True, owns_events=True)

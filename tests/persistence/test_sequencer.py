@@ -16,8 +16,8 @@ from ledger.persistence import migrate
 from ledger.persistence.appends import NO_STREAM
 from ledger.persistence.engine import make_engine
 from ledger.persistence.sql_store import SqlStore
-from ledger.services.ledger import Ledger
-from ledger.services.sequencer import SequencerLoop
+from ledger.runtime.ledger import Ledger
+from ledger.runtime.sequencer import SequencerLoop
 from tests.concurrent_writers import accepted_event, wait_until
 from tests.factories import open_sql, verify_store
 from tests.store_helpers import read_after

@@ -26,9 +26,9 @@ from ledger.persistence.appends import AppendStatus, JobAppend
 from ledger.persistence.schema import events
 from ledger.persistence.sql_store import SqlStore
 from ledger.queries import EventFilter
+from ledger.runtime.ledger import Ledger
+from ledger.runtime.sequencer import SequencerLoop
 from ledger.services import brakes
-from ledger.services.ledger import Ledger
-from ledger.services.sequencer import SequencerLoop
 from tests.concurrent_writers import accepted_event, wait_until
 from tests.factories import open_sql, started, verify_store
 from tests.store_helpers import read_after

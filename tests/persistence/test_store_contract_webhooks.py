@@ -10,8 +10,8 @@ from datetime import UTC, datetime, timedelta
 from ledger.events import WebhookDisabled, WebhookRegistered
 from ledger.persistence.appends import NO_STREAM
 from ledger.persistence.base import Store
+from ledger.runtime.ledger import Ledger
 from ledger.services.audit import verify_all
-from ledger.services.ledger import Ledger
 from ledger.webhook_view import webhook_stream
 from ledger.webhooks import Attempt, NewDelivery, Settled
 from tests.factories import new, rebuild

@@ -10,8 +10,8 @@ import pytest
 from ledger.merkle import event_leaf_hash
 from ledger.persistence.appends import NO_STREAM
 from ledger.persistence.base import Store
+from ledger.runtime.ledger import Ledger
 from ledger.services import proofs
-from ledger.services.ledger import Ledger
 from ledger.services.verify_proofs import verify_sample, verify_since
 from tests.factories import accepted, fresh_job_stream, started, succeeded
 from tests.persistence.test_store_contract_tree import fill, ordered

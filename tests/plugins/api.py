@@ -19,7 +19,7 @@ from ledger.access import hash_token, new_token, token_stream
 from ledger.events import NewEvent, TokenCreated
 from ledger.persistence.appends import NO_STREAM
 from ledger.persistence.sql_store import SqlStore
-from ledger.services.ledger import Ledger
+from ledger.runtime.ledger import Ledger
 from ledger.services.tokens import create as create_token
 from tests.tools import ECHO  # importing tests.tools registers the tools the tests submit to
 

@@ -38,7 +38,7 @@ from ledger.events import RecordedEvent, job_stream
 from ledger.job_view import JobView
 from ledger.persistence.schema import events, jobs
 from ledger.persistence.sql_store import SqlStore
-from ledger.services.ledger import Ledger
+from ledger.runtime.ledger import Ledger
 from ledger.services.submit import submit
 from ledger.settings import load_settings
 from tests.databases import IN_CI, as_role

@@ -13,7 +13,7 @@ from ledger.persistence.base import Store
 from ledger.persistence.engine import make_engine
 from ledger.persistence.memory import MemoryStore
 from ledger.persistence.sql_store import SqlStore
-from ledger.services.ledger import Ledger
+from ledger.runtime.ledger import Ledger
 from tests.databases import (
     APP_ROLE,
     as_role,

@@ -36,7 +36,7 @@ from ledger.persistence.privileges import grant_statements
 from ledger.persistence.schema import jobs
 from ledger.persistence.sql_store import SqlStore
 from ledger.reconcile_rules import ReconcilePolicy
-from ledger.services.ledger import Ledger
+from ledger.runtime.ledger import Ledger
 from tests.databases import IN_CI, PG_ADMIN_DSN
 from tests.plugins.deployments import Deployment
 from tests.reliability.checker import Counters, check, fast_policy, settle

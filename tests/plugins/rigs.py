@@ -29,7 +29,7 @@ from ledger.job_view import JobView
 from ledger.persistence.schema import jobs
 from ledger.persistence.sql_store import SqlStore
 from ledger.reconcile_rules import ReconcilePolicy
-from ledger.services.ledger import Ledger
+from ledger.runtime.ledger import Ledger
 from ledger.services.reconcile import reconcile_once
 from tests.plugins.deployments import (
     OUTCOMES,

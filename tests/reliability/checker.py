@@ -20,7 +20,7 @@ from ledger.dispatch import Dispatcher
 from ledger.events import TERMINAL_EVENT_TYPES, job_id_of
 from ledger.persistence.sql_store import SqlStore
 from ledger.reconcile_rules import ReconcilePolicy
-from ledger.services.ledger import Ledger
+from ledger.runtime.ledger import Ledger
 from ledger.services.reconcile import reconcile_once
 from tests.factories import verify_store
 

@@ -19,8 +19,8 @@ import socket
 import pytest
 
 from ledger.codes import Code, Status
+from ledger.runtime.ledger import Ledger
 from ledger.services import brakes
-from ledger.services.ledger import Ledger
 from tests.integration.test_remote_control import inspect
 from tests.plugins.deployments import deployments, stream_types, wait_terminal, wait_until
 from tests.plugins.rigs import Rig, load_view, queue_depth

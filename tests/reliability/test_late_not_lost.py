@@ -23,9 +23,9 @@ import pytest
 
 from ledger.codes import Code, NextAction, Status
 from ledger.decisions import JobRequest
+from ledger.runtime.ledger import Ledger
+from ledger.runtime.outbox import Outbox
 from ledger.services import jobs, tokens
-from ledger.services.ledger import Ledger
-from ledger.services.outbox import Outbox
 from ledger.services.submit import submit
 from tests.plugins.deployments import (
     AGENT,

@@ -24,8 +24,8 @@ from sqlalchemy import func, select
 import tests.tools  # noqa: F401  (the API accepts jobs for these tools)
 from ledger.persistence.schema import jobs
 from ledger.persistence.sql_store import SqlStore
+from ledger.runtime.ledger import Ledger
 from ledger.services.execute import Executor
-from ledger.services.ledger import Ledger
 from ledger.services.tokens import create as create_token
 from tests.factories import open_sql
 from tests.plugins.api import bearer

@@ -22,10 +22,10 @@ from ledger.codes import Code, Status
 from ledger.decisions import JobRequest
 from ledger.job_view import JobView, envelope
 from ledger.persistence.sql_store import SqlStore
+from ledger.runtime.ledger import Ledger
 from ledger.services.brakes import active as list_active
 from ledger.services.brakes import pull, release
 from ledger.services.execute import Executor
-from ledger.services.ledger import Ledger
 from ledger.services.submit import submit
 from tests.factories import open_sql
 from tests.plugins.deployments import (

@@ -15,8 +15,8 @@ import pytest
 import tests.tools  # noqa: F401  (the test process submits to these tools)
 from ledger.codes import Status
 from ledger.decisions import JobRequest
-from ledger.services.ledger import Ledger
-from ledger.services.outbox import Outbox
+from ledger.runtime.ledger import Ledger
+from ledger.runtime.outbox import Outbox
 from ledger.services.submit import submit
 from tests.plugins.deployments import (
     AGENT,
@@ -147,7 +147,7 @@ def test_broker_down_at_submit(deployment: Deployment, caplog: pytest.LogCapture
     dep = deployment
     prepare(dep)
     dep.start_workers(count=1, concurrency=2)
-    caplog.set_level(logging.WARNING, logger="ledger.services.outbox")
+    caplog.set_level(logging.WARNING, logger="ledger.runtime.outbox")
     ledger = Ledger(dep.store)
     own = Outbox(ledger, dep.dispatcher)  # the API's kind: publishes on threads of its own
     try:
@@ -208,7 +208,7 @@ def test_redis_restarted_with_jobs_queued_loses_nothing(
         dep.submit("matrix.charge" if i % 2 else "matrix.read", {"note": str(i)}).job_id
         for i in range(10)
     ]
-    caplog.set_level(logging.WARNING, logger="ledger.services.outbox")
+    caplog.set_level(logging.WARNING, logger="ledger.runtime.outbox")
     with services_restored():
         # This Redis keeps nothing on disk (--save "", no AOF): the queue dies with it, and
         # so does its epoch marker (a key beside it).

@@ -33,8 +33,8 @@ from ledger.outcomes import Succeeded
 from ledger.persistence.appends import JobAppend, JobAppended
 from ledger.persistence.base import Reads
 from ledger.persistence.sql_store import SqlStore, SqlWrites
+from ledger.runtime.ledger import Ledger
 from ledger.services.execute import Executor
-from ledger.services.ledger import Ledger
 from ledger.services.submit import submit
 from ledger.tools import ToolContext, tool, unregister
 from tests.databases import PG_ADMIN_DSN

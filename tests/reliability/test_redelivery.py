@@ -21,8 +21,8 @@ import pytest
 from ledger.codes import Code, Status
 from ledger.events import TERMINAL_EVENT_TYPES, JobRedispatched
 from ledger.queueing import Evidence
+from ledger.runtime.ledger import Ledger
 from ledger.services.execute import Executor
-from ledger.services.ledger import Ledger
 from ledger.services.work import ClaimResult, claim
 from tests.databases import PG_ADMIN_DSN
 from tests.plugins.deployments import (

@@ -22,9 +22,9 @@ from ledger.job_view import envelope
 from ledger.outcomes import Succeeded
 from ledger.persistence.appends import NO_STREAM
 from ledger.queries import EventFilter
+from ledger.runtime.ledger import Ledger
 from ledger.services import audit, brakes, jobs, tokens
 from ledger.services.execute import Executor
-from ledger.services.ledger import Ledger
 from ledger.services.submit import submit
 from ledger.services.tokens import AdmittedTokens
 from ledger.tools import ToolContext, tool

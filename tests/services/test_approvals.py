@@ -15,11 +15,11 @@ from ledger.decisions import Caller, JobRequest
 from ledger.errors import InvalidEventError, NotDecidableError, SelfApprovalError
 from ledger.events import JobApprovalDecided, job_stream
 from ledger.job_view import JobView, envelope
+from ledger.runtime.ledger import Ledger
 from ledger.services import brakes
 from ledger.services.approvals import Approver, decide, pending
 from ledger.services.cancel import Canceller, cancel
 from ledger.services.execute import Executor
-from ledger.services.ledger import Ledger
 from ledger.services.reconcile import reconcile_once
 from ledger.services.submit import submit
 from tests.factories import Recorder

@@ -12,8 +12,8 @@ from ledger.persistence.appends import NO_STREAM
 from ledger.persistence.memory import MemoryStore
 from ledger.read_model_check import Mismatch, StreamModels
 from ledger.read_models import ReadModel
+from ledger.runtime.ledger import Ledger
 from ledger.services.audit import verify_all
-from ledger.services.ledger import Ledger
 from tests.factories import accepted, fresh_job_stream, new, started, succeeded
 
 

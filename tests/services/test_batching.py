@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import pytest
 
-from ledger.batching import DaemonThreads, GroupCommit
+from ledger.runtime.batching import DaemonThreads, GroupCommit
 
 
 def until(condition: Callable[[], bool], timeout_s: float = 10.0) -> None:

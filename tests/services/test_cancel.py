@@ -13,10 +13,10 @@ from ledger.errors import InvalidEventError, JobNotFoundError, NotCancellableErr
 from ledger.events import WorkDeclined, job_stream
 from ledger.job_view import envelope
 from ledger.queueing import DEFAULT_START_WITHIN_S
+from ledger.runtime.ledger import Ledger
+from ledger.runtime.outbox import Outbox
 from ledger.services.cancel import Canceller, cancel
 from ledger.services.execute import Executor
-from ledger.services.ledger import Ledger
-from ledger.services.outbox import Outbox
 from ledger.services.reconcile import reconcile_once
 from ledger.services.submit import submit
 from ledger.services.work import ClaimResult, claim

@@ -7,8 +7,8 @@ import pytest
 
 from ledger.decisions import Caller, JobRequest
 from ledger.errors import NotAnAgentError
+from ledger.runtime.ledger import Ledger
 from ledger.services import catalog
-from ledger.services.ledger import Ledger
 from ledger.services.submit import submit
 from ledger.services.tokens import create
 from tests.tools import ECHO, METERED, OFF, QUOTA

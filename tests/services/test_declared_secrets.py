@@ -25,10 +25,10 @@ from ledger.keyring import KEY_FILE, Keyring, load_keyring, new_key_line, parse_
 from ledger.outcomes import Succeeded
 from ledger.persistence.memory import MemoryStore
 from ledger.public import public_event
+from ledger.runtime.ledger import Ledger
 from ledger.secrets import SEALED, WITHHELD, open_args, seal_args, secret_paths
 from ledger.services import secrets as secret_service
 from ledger.services.execute import Executor
-from ledger.services.ledger import Ledger
 from ledger.services.submit import submit
 from ledger.tools import ToolContext, tool
 

@@ -18,9 +18,9 @@ from ledger import telemetry
 from ledger.decisions import Caller, JobRequest
 from ledger.errors import ContentionError, OutcomeUnrecordedError, StorageUnavailableError
 from ledger.reconcile_rules import ReconcilePolicy
+from ledger.runtime.ledger import Ledger
 from ledger.services import brakes, execute
 from ledger.services.execute import Executor
-from ledger.services.ledger import Ledger
 from ledger.services.reconcile import reconcile_once
 from ledger.services.submit import submit
 from observability.logs import JsonFormatter, formatter

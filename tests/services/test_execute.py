@@ -14,9 +14,9 @@ from ledger.events import JobAccepted, NewEvent, job_stream
 from ledger.job_view import JobView
 from ledger.outcomes import Succeeded, ToolFailure
 from ledger.persistence.appends import NO_STREAM
+from ledger.runtime.ledger import Ledger
 from ledger.services import brakes
 from ledger.services.execute import Executor
-from ledger.services.ledger import Ledger
 from ledger.services.submit import submit
 from ledger.services.work import ClaimResult
 from ledger.tools import ToolContext, tool

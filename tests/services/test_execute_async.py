@@ -16,9 +16,9 @@ from ledger.errors import ConfigurationError
 from ledger.events import job_stream
 from ledger.job_view import JobView
 from ledger.outcomes import Succeeded
+from ledger.runtime.ledger import Ledger
 from ledger.services import brakes
 from ledger.services.execute import Executor
-from ledger.services.ledger import Ledger
 from ledger.services.submit import submit
 from ledger.tools import ToolContext, get_tool, tool
 from tests.factories import get_job

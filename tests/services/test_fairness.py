@@ -10,9 +10,9 @@ from ledger.codes import Status
 from ledger.decisions import Caller, JobRequest
 from ledger.errors import RateLimitedError
 from ledger.fairness import Limits
+from ledger.runtime.ledger import Ledger
+from ledger.runtime.outbox import Outbox
 from ledger.services.execute import Executor
-from ledger.services.ledger import Ledger
-from ledger.services.outbox import Outbox
 from ledger.services.submit import submit
 from ledger.services.work import ClaimRequest, ClaimResult, claim_many
 from tests.plugins.deployments import wait_until

@@ -19,8 +19,8 @@ from ledger.persistence.appends import AppendStatus, JobAppend, JobAppended
 from ledger.persistence.base import Store
 from ledger.queries import JobFilter
 from ledger.reconcile_rules import ReconcilePolicy
+from ledger.runtime.ledger import Ledger
 from ledger.services import jobs
-from ledger.services.ledger import Ledger
 from ledger.services.reconcile import reconcile_once
 from ledger.services.submit import submit
 from ledger.services.work import MOVED_TRIES, ClaimResult, claim, record_outcome

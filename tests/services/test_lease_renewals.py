@@ -14,8 +14,8 @@ from sqlalchemy import event
 from ledger.events import job_id_of
 from ledger.persistence.appends import NO_STREAM
 from ledger.persistence.sql_store import SqlStore
+from ledger.runtime.ledger import Ledger
 from ledger.services.execute import Executor
-from ledger.services.ledger import Ledger
 from ledger.services.work import renew_leases
 from tests.concurrent_writers import wait_until
 from tests.factories import accepted, fresh_job_stream, started

@@ -16,9 +16,9 @@ from ledger.events import job_stream
 from ledger.persistence.appends import NO_STREAM
 from ledger.queries import JobCount
 from ledger.queueing import DispatchSummary
+from ledger.runtime.ledger import Ledger
 from ledger.services import counts
 from ledger.services.execute import Executor
-from ledger.services.ledger import Ledger
 from ledger.services.submit import submit
 from ledger.tools import tool_names
 from observability import collector, labels

@@ -13,9 +13,9 @@ from ledger.decisions import Caller, JobRequest
 from ledger.dispatch import Message
 from ledger.errors import DispatchError
 from ledger.queueing import Confirmation
-from ledger.services.ledger import Ledger
-from ledger.services.outbox import MAX_HELD, Outbox
-from ledger.services.outbox_records import ConfirmationRecords
+from ledger.runtime.ledger import Ledger
+from ledger.runtime.outbox import MAX_HELD, Outbox
+from ledger.runtime.outbox_records import ConfirmationRecords
 from ledger.services.submit import submit
 from tests.plugins.deployments import wait_until
 from tests.tools import ECHO

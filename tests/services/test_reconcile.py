@@ -14,8 +14,8 @@ from ledger.events import JobRedispatched, job_stream
 from ledger.job_view import JobView, envelope
 from ledger.queueing import DEFAULT_START_WITHIN_S, Evidence
 from ledger.reconcile_rules import ReconcilePolicy
+from ledger.runtime.ledger import Ledger
 from ledger.services import jobs
-from ledger.services.ledger import Ledger
 from ledger.services.reconcile import Pass, ReconcileRunner, reconcile_once
 from ledger.services.submit import submit
 from ledger.services.work import ClaimResult, claim

@@ -15,8 +15,8 @@ from ledger.decisions import Caller, JobRequest
 from ledger.errors import DispatchError, IdempotencyConflictError
 from ledger.events import JobAccepted, NewEvent, job_stream
 from ledger.persistence.memory import MemoryStore
+from ledger.runtime.ledger import Ledger
 from ledger.services import brakes
-from ledger.services.ledger import Ledger
 from ledger.services.submit import submit
 from tests.factories import Recorder, get_job
 from tests.tools import ECHO, METERED, OFF, QUOTA

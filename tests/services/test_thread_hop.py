@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from ledger.services.thread_hop import THREADS, in_thread
+from ledger.runtime.thread_hop import THREADS, in_thread
 
 TRACE: contextvars.ContextVar[str] = contextvars.ContextVar("trace", default="none")
 

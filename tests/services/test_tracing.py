@@ -14,8 +14,8 @@ from ledger.decisions import Caller, JobRequest
 from ledger.errors import ConfigurationError
 from ledger.events import job_stream
 from ledger.outcomes import Succeeded
+from ledger.runtime.ledger import Ledger
 from ledger.services.execute import Executor
-from ledger.services.ledger import Ledger
 from ledger.services.submit import submit
 from ledger.tools import ToolContext, tool
 from ledger.tracing import parse_traceparent, tracer

@@ -17,18 +17,18 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from ledger.batching import DaemonThreads
 from ledger.decisions import Caller, JobRequest
 from ledger.errors import StorageUnavailableError
 from ledger.events import job_stream
 from ledger.outcomes import Succeeded
+from ledger.runtime.batching import DaemonThreads
+from ledger.runtime.ledger import Ledger
+from ledger.runtime.watchdog import Watchdog
 from ledger.services import brakes
 from ledger.services.execute import Executor
-from ledger.services.ledger import Ledger
 from ledger.services.submit import submit
 from ledger.services.work import Claim
 from ledger.tools import ToolContext, tool
-from ledger.watchdog import Watchdog
 from tests.factories import get_job
 from workers.batched import STEADY_S, BatchedRunner, Delivery
 

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import pytest
 
 from ledger.decisions import Caller, JobRequest
-from ledger.services.ledger import Ledger
+from ledger.runtime.ledger import Ledger
 from ledger.services.submit import submit
 from tests.factories import get_job, open_sql
 from tests.tools import RECONCILE_SPENDS

@@ -19,9 +19,9 @@ import tests.tools  # noqa: F401  (the canary tools, in this process too)
 from ledger.codes import Code, Status
 from ledger.decisions import Caller, JobRequest
 from ledger.dispatch import Message
+from ledger.runtime.ledger import Ledger
 from ledger.services import brakes
 from ledger.services.execute import Execution, Executor
-from ledger.services.ledger import Ledger
 from ledger.services.submit import submit
 from ledger.services.work import ClaimResult
 from tests.tools import ECHO

@@ -14,10 +14,10 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ledger.batching import DaemonThreads
 from ledger.errors import AwaitableReturned, DeadlineExceeded
 from ledger.job_view import JobView
-from ledger.tool_loop import ToolLoop
+from ledger.runtime.batching import DaemonThreads
+from ledger.runtime.tool_loop import ToolLoop
 from ledger.tools import ToolContext, ToolSpec
 from ledger.tracing import tracer
 

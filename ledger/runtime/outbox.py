@@ -39,14 +39,14 @@ from ledger.dispatch import Dispatcher, QueueMarker, dispatch_all
 from ledger.job_view import JobView
 from ledger.queueing import Confirmation
 from ledger.reconcile_rules import RELAY_AFTER_S
-from ledger.services import dispatch_window, queue_epoch
-from ledger.services.backlog import BacklogGauge
-from ledger.services.ledger import Ledger
-from ledger.services.outbox_records import ConfirmationRecords
+from ledger.runtime import dispatch_window, queue_epoch
+from ledger.runtime.backlog import BacklogGauge
+from ledger.runtime.ledger import Ledger
+from ledger.runtime.outbox_records import ConfirmationRecords
 
 __all__ = ["MAX_BATCH", "MAX_HELD", "RELAY_LIMIT", "RETRY_S", "Outbox", "Sent", "outbox_for"]
 
-from ledger.services.outbox_messages import (
+from ledger.runtime.outbox_messages import (
     OutboxJob,
     Sent,
     dispatch_spans,

@@ -11,12 +11,12 @@ from collections.abc import Sequence
 from types import TracebackType
 from typing import Literal, Self
 
-from ledger.batching import GroupCommit
 from ledger.fairness import Limits
 from ledger.keyring import Keyring, load_keyring
 from ledger.persistence.appends import JobAppend, JobAppended
 from ledger.persistence.base import Store
 from ledger.persistence.open import open_store
+from ledger.runtime.batching import GroupCommit
 from ledger.settings import load_settings
 from ledger.telemetry import telemetry
 

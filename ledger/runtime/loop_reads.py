@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 
 from ledger.persistence.base import LoopReads
-from ledger.services.ledger import Ledger
+from ledger.runtime.ledger import Ledger
 
 
 class LoopReadsHolder:

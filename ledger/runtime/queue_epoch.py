@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from ledger.clock import now
 from ledger.dispatch import Dispatcher, QueueMarker
 from ledger.errors import DispatchError, LedgerError
-from ledger.services.ledger import Ledger
+from ledger.runtime.ledger import Ledger
 
 log = logging.getLogger(__name__)
 

@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from ledger.errors import LedgerError
 from ledger.job_view import JobView
 from ledger.queueing import Confirmation
-from ledger.services.ledger import Ledger
+from ledger.runtime.ledger import Ledger
 
 log = logging.getLogger(__name__)
 

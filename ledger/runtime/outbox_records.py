@@ -15,8 +15,8 @@ from collections.abc import Iterable, Sequence
 
 from ledger.errors import LedgerError
 from ledger.queueing import Confirmation
-from ledger.services.backlog import BacklogGauge
-from ledger.services.ledger import Ledger
+from ledger.runtime.backlog import BacklogGauge
+from ledger.runtime.ledger import Ledger
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """What the outbox holds and reports: a job's message waiting to be published (`OutboxJob`),
 what one publish did (`Sent`), the dispatch spans around a publish, and a retry's delay
-(`ledger.services.outbox` publishes them)."""
+(`ledger.runtime.outbox` publishes them)."""
 
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ import time
 
 from ledger.errors import StorageError
 from ledger.persistence.base import SequencerLeader
-from ledger.services.ledger import Ledger
+from ledger.runtime.ledger import Ledger
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ import time
 
 from ledger.errors import LedgerError
 from ledger.queueing import Backlog
-from ledger.services.ledger import Ledger
+from ledger.runtime.ledger import Ledger
 
 log = logging.getLogger(__name__)
 SAMPLE_S = 1.0

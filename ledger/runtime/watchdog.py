@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ledger.batching import DaemonThreads
+from ledger.runtime.batching import DaemonThreads
 
 
 @dataclass(slots=True, eq=False)  # eq=False: kept in a set, one entry per watch
