@@ -36,7 +36,6 @@ from celery.worker import state
 from celery.worker.strategy import default as celery_strategy
 
 from ledger.errors import OutcomeUnrecordedError, StorageUnavailableError
-from ledger.runtime.batching import DaemonThreads
 from ledger.services.execute import Execution, Executor
 from ledger.services.work import Claim, ClaimResult
 from workers.app import EXECUTE_TASK
@@ -103,7 +102,6 @@ class BatchedRunner:
         self._busy = 0  # deliveries taken from the inbox and not yet acked
         self._running = 0  # of which: holding a slot (claiming, or their tool running)
         self._stopping = False
-        self._jobs = DaemonThreads("job")
         self._thread: threading.Thread | None = None
         self._events = events  # None: task events are off
 
@@ -165,17 +163,19 @@ class BatchedRunner:
                 continue
             executor = self._executor()
             for delivery, claim in zip(batch, claims, strict=True):
-                if claim is None or claim.result is not ClaimResult.CLAIMED:
-                    self._finish(delivery, claim)
+                if claim is None:
+                    self._unclaimed(delivery)
                     continue
-                if self._events is not None:
+                if claim.result is ClaimResult.CLAIMED and self._events is not None:
                     self._events.started(delivery.id)
-                if not executor.start(
+                # The one way a job runs: a claim that runs nothing settles at once, here;
+                # a tool runs on the executor's kept threads, which settle it when it ends.
+                executor.start(
+                    delivery.job_id,
                     claim,
                     functools.partial(self._free_slot, delivery),
                     functools.partial(self._settled, delivery),
-                ):  # an `async def` tool, or none: a thread waits on it
-                    self._jobs.run(functools.partial(self._finish, delivery, claim))
+                )
 
     def _take(self) -> list[Delivery] | None:
         with self._cond:
@@ -250,20 +250,11 @@ class BatchedRunner:
             executor.report_rejected(delivery.job_id, exc)
             return None
 
-    def _finish(self, delivery: Delivery, claim: Claim | None) -> None:
-        if claim is None:
-            if self._events is not None:
-                self._events.settled(delivery.id, CLAIM_FAILED, None)
-            self._release([delivery])
-            return
-        try:
-            tool_done = functools.partial(self._free_slot, delivery)
-            result: Execution | Exception = self._executor().finish(
-                delivery.job_id, claim, tool_done
-            )
-        except Exception as exc:
-            result = exc
-        self._settled(delivery, result)
+    def _unclaimed(self, delivery: Delivery) -> None:
+        """Its claim failed (logged, reported as a rejected delivery): the message goes."""
+        if self._events is not None:
+            self._events.settled(delivery.id, CLAIM_FAILED, None)
+        self._release([delivery])
 
     def _settled(self, delivery: Delivery, result: Execution | Exception) -> None:
         """The job is settled (its outcome recorded, or why not logged): the message goes."""

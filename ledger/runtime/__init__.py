@@ -8,8 +8,9 @@
 - `backlog`         the queue's depth, as the submit's refusals read it
 - `queue_epoch`     the marker that tells a worker which queue generation it reads
 - `sequencer`       the loop that gives committed events their ledger positions
-- `tool_deadline`, `tool_loop`, `watchdog`
-                    run a tool under its deadline: one loop thread, one watchdog
+- `tool_loop`, `watchdog`
+                    a tool's run: `async def` tools on one loop thread; one watchdog keeps
+                    every running tool's deadline and renews its lease
 - `thread_hop`      move a call onto the ledger's thread and back
 - `settle`          one wait loop for everyone who waits on a job (`?wait`, MCP's calls)
 - `loop_reads`      the reads an event loop makes without a thread hop

@@ -9,7 +9,7 @@ Why one shared loop rather than one per worker thread:
 - a task on a loop can be cancelled at its deadline (a thread cannot): `CancelledError` at its
   next `await`.
 The price: an async tool that blocks (a sync call inside `async def`) stalls every async tool of
-the process. Deadlines still fire, as the waiting task threads measure them, not the loop.
+the process. Deadlines still fire: the watchdog (`watchdog.py`) keeps them, not the loop.
 
 Keyed by pid: a prefork child starts its own loop instead of inheriting a parent's dead thread.
 """
@@ -17,11 +17,17 @@ Keyed by pid: a prefork child starts its own loop instead of inheriting a parent
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 import threading
 from collections.abc import Coroutine
 from concurrent.futures import Future
 from typing import Any, TypeVar
+
+from pydantic import BaseModel
+
+from ledger.errors import AwaitableReturned
+from ledger.tools import ToolContext, ToolSpec
 
 T = TypeVar("T")
 
@@ -54,3 +60,17 @@ def _serve(loop: asyncio.AbstractEventLoop) -> None:
 
 
 SHARED = ToolLoop()  # every Executor of the process: one loop, as the module docstring says
+
+
+async def awaited(spec: ToolSpec, args: BaseModel, ctx: ToolContext) -> Any:
+    """An `async def` tool's run, as a coroutine for `ToolLoop.submit`."""
+    return await spec.func(args, ctx)
+
+
+def not_awaitable(value: Any) -> Any:
+    """A `def` tool that returns a coroutine never ran its work: a failure, never a success."""
+    if inspect.isawaitable(value):
+        if inspect.iscoroutine(value):
+            value.close()  # nobody will await it: no "never awaited" warning, no half-run body
+        raise AwaitableReturned(type(value).__name__)
+    return value

@@ -5,7 +5,9 @@ of Celery: the worker adapter calls `Executor.execute` with a job id."""
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -35,8 +37,7 @@ from ledger.job_view import JobView
 from ledger.runtime.batching import DaemonThreads, GroupCommit
 from ledger.runtime.ledger import Ledger
 from ledger.runtime.outbox import Outbox, outbox_for
-from ledger.runtime.tool_deadline import DeadlineRun, not_awaitable
-from ledger.runtime.tool_loop import SHARED, ToolLoop
+from ledger.runtime.tool_loop import SHARED, ToolLoop, awaited, not_awaitable
 from ledger.runtime.watchdog import Watchdog
 from ledger.scrub import known_secrets
 from ledger.secrets import open_args
@@ -67,6 +68,10 @@ OUTCOME_WRITE_BUDGET_S = 600.0
 
 
 ToolCall = Callable[[ToolSpec, BaseModel, ToolContext, JobView], Any]
+
+
+def _nothing() -> None:
+    pass
 
 
 class _Superseded(BaseException):  # not an error: a tool that returned too late
@@ -105,9 +110,9 @@ class Executor:
         self._threads = DaemonThreads("tool")
         beat_s = lease_s / 3  # a running tool's lease is renewed three times a lease
         self._watchdog = Watchdog(beat_s, self._heartbeat, self._threads)
-        # Tools run under their deadline on these threads, async ones on `loop` (see
-        # ledger/runtime/tool_loop.py for why one loop).
-        self._deadline = DeadlineRun(self._threads, loop, beat_s, self._heartbeat)
+        # Tools run on these threads, async ones on `loop` (see ledger/runtime/tool_loop.py
+        # for why one loop); the watchdog alone keeps their deadlines and renews their leases.
+        self._loop = loop
         # Claims from this process's task threads share one transaction per group.
         self.claims: GroupCommit[ClaimRequest, Claim] = GroupCommit(
             lambda requests: self._topping_up(claim_many(ledger, requests))
@@ -162,38 +167,44 @@ class Executor:
     def finish(
         self, job_id: str, claimed: Claim, tool_done: Callable[[], None] | None = None
     ) -> Execution:
-        """After the claim: run the tool when it was claimed, record its one outcome.
-        `tool_done` is called once the tool has returned (or been given up on at its
-        deadline), before its outcome is recorded: the tool's slot is free from then on."""
-        view = self._claimed_view(claimed)
-        if view is None:
-            seen, reason = claimed.view, claimed.reason
-            if claimed.result is ClaimResult.DEFERRED and seen is not None:
-                reason = self._defer(seen)
-            status, code = (seen.status, seen.code) if seen is not None else (None, None)
-            return Execution(job_id, claimed.result, status=status, code=code, reason=reason)
-        spec = get_tool(view.tool)
-        payload = self._run(spec, view, self._deadline.call) if spec else missing_tool(view)
-        if tool_done is not None:
-            tool_done()
-        return self._record(view, payload)
+        """`start`, waited for here: what the job came to, or the exception that ended it."""
+        ended = threading.Event()
+        results: list[Execution | Exception] = []
+
+        def settled(result: Execution | Exception) -> None:
+            results.append(result)
+            ended.set()
+
+        self.start(job_id, claimed, tool_done or _nothing, settled)
+        ended.wait()
+        if isinstance(results[0], Exception):
+            raise results[0]
+        return results[0]
 
     def start(
         self,
+        job_id: str,
         claimed: Claim,
         tool_done: Callable[[], None],
         settled: Callable[[Execution | Exception], None],
-    ) -> bool:
-        """`finish` without a thread waiting on the tool, for a claimed `def` tool: the tool
-        runs on a kept thread, which then records its outcome; the watchdog renews the lease
-        meanwhile and, past the deadline, records the deadline's failure instead (the late
-        return is dropped). `settled` gets what `finish` would return, or raise. False: not
-        such a job (nothing was done; call `finish`)."""
-        view = claimed.view if claimed.result is ClaimResult.CLAIMED else None
-        spec = get_tool(view.tool) if view is not None else None
-        if view is None or spec is None or spec.is_async:
-            return False
-        self._queue_waited(view)
+    ) -> None:
+        """The one way a claimed job runs. A claim that runs nothing settles here, at once.
+        Otherwise the tool runs on a kept thread (an `async def` tool on the one tool loop,
+        that thread waiting for it), which then records its outcome; the watchdog renews the
+        lease meanwhile and, past the deadline, records the deadline's failure instead (an
+        async tool's task is cancelled; a thread cannot be, and its late return is dropped).
+        `tool_done` is called once the tool has returned or been given up on, before its
+        outcome is recorded: its slot is free from then on. `settled` gets the `Execution`,
+        or the exception that kept one from being recorded; it is called exactly once."""
+        try:
+            view = self._claimed_view(claimed)
+            if view is None:
+                settled(self._ran_nothing(job_id, claimed))
+                return
+        except Exception as exc:
+            settled(exc)
+            return
+        spec = get_tool(view.tool)
 
         def conclude(payload: Payload) -> None:
             tool_done()
@@ -204,13 +215,22 @@ class Executor:
             else:
                 settled(done)
 
+        if spec is None:
+            self._threads.run(lambda: conclude(missing_tool(view)))
+            return
+        running: list[Future[Any]] = []  # an async tool's task, cancelled at the deadline
+
         def on_deadline() -> None:
+            for future in running:
+                future.cancel()
             conclude(failure_event(DeadlineExceeded(spec.timeout_s), self._attempt(spec, view)))
 
         def watched(spec: ToolSpec, args: BaseModel, ctx: ToolContext, view: JobView) -> Any:
+            if spec.is_async:
+                running.append(self._loop.submit(awaited(spec, args, ctx)))
             watch = self._watchdog.watch(view.job_id, view.attempts, spec.timeout_s, on_deadline)
             try:
-                value = spec.func(args, ctx)
+                value = running[0].result() if running else spec.func(args, ctx)
             finally:
                 if not self._watchdog.settle(watch):
                     raise _Superseded()  # the deadline has settled this job
@@ -224,7 +244,14 @@ class Executor:
             conclude(payload)
 
         self._threads.run(body)
-        return True
+
+    def _ran_nothing(self, job_id: str, claimed: Claim) -> Execution:
+        """A claim that runs no tool (skipped, halted, deferred): what it came to."""
+        seen, reason = claimed.view, claimed.reason
+        if claimed.result is ClaimResult.DEFERRED and seen is not None:
+            reason = self._defer(seen)
+        status, code = (seen.status, seen.code) if seen is not None else (None, None)
+        return Execution(job_id, claimed.result, status=status, code=code, reason=reason)
 
     def _defer(self, view: JobView) -> str:
         """The job's account is at its concurrency limit: its message goes again, `DEFER_S`

@@ -285,13 +285,17 @@ class HeldRecordExecutor(CountingExecutor):
         self.record = threading.Event()
 
     def start(
-        self, claimed: Claim, tool_done: Callable[[], None], settled: Callable[[Any], None]
-    ) -> bool:
+        self,
+        job_id: str,
+        claimed: Claim,
+        tool_done: Callable[[], None],
+        settled: Callable[[Any], None],
+    ) -> None:
         def then_hold() -> None:
             tool_done()
             self.record.wait(WAIT_S)
 
-        return super().start(claimed, then_hold, settled)
+        super().start(job_id, claimed, then_hold, settled)
 
 
 def test_a_slot_is_free_once_its_tool_returns_while_its_outcome_is_recorded(
