@@ -12,9 +12,9 @@ import logging
 from typing import Any
 
 from ledger.brake_view import BrakeView
-from ledger.codes import Code, Status
+from ledger.codes import Code
 from ledger.events import Payload
-from ledger.job_view import JobView
+from ledger.job_view import JobView, status_after
 
 log = logging.getLogger("outcomes.events")
 
@@ -35,18 +35,6 @@ FIELDS = (
     "operator",
 )
 
-# The status an attempt's recorded event leaves the job in (`job_view.evolve`).
-STATUS_AFTER = {
-    "work.succeeded": Status.SUCCEEDED,
-    "work.declined": Status.DECLINED,
-    "work.partial": Status.PARTIAL,
-    "work.failed": Status.FAILED,
-    "work.halted": Status.REFUSED,
-    "job.outcome_missing": Status.FAILED,
-    "work.retry_scheduled": Status.RETRYING,
-    "job.redispatched": Status.QUEUED,
-}
-
 # Who records findings: the reconciler's events are the only ones counted as findings (the
 # stores' kept counts of them, migration 0017, name it too).
 FINDER = "reconciler"
@@ -65,7 +53,7 @@ def decision(view: JobView) -> None:
 
 def outcome(view: JobView, payload: Payload, worker: str | None, late: bool = False) -> None:
     """What an attempt recorded for a job (`view`: the job as claimed)."""
-    status = STATUS_AFTER.get(payload.type)
+    status = status_after(view, payload)
     fields = _job(view) | {
         "status": status.value if status else payload.type,
         "code": _code(payload.code),
@@ -77,7 +65,7 @@ def outcome(view: JobView, payload: Payload, worker: str | None, late: bool = Fa
 
 def finding(view: JobView, payload: Payload) -> None:
     """A reconciler finding recorded for a job (`view`: the job as the reconciler saw it)."""
-    status = STATUS_AFTER.get(payload.type)
+    status = status_after(view, payload)
     fields = _job(view) | {
         "status": status.value if status else None,
         "code": _code(payload.code),

@@ -211,6 +211,19 @@ def evolve(view: JobView | None, event: RecordedEvent) -> JobView:
     return view.model_copy(update=update)
 
 
+def status_after(view: JobView, payload: Payload) -> Status | None:
+    """The status `payload` leaves the job in, by the fold itself (no table beside it to drift
+    from it). A closed job keeps its status whatever follows (the fold takes only late
+    outcomes then): a halt seen on the claim's own, halted, view is its status. None for an
+    event that changes no status or that the fold refuses on this view."""
+    if view.terminal:
+        return view.status
+    try:
+        return _change(view, payload).get("status")
+    except JobStreamError:
+        return None
+
+
 def _approval_closed(view: JobView, event: RecordedEvent, payload: WorkHalted) -> dict[str, Any]:
     """A parked call's outcome without running: denied (the decision event came just before)
     or expired (the reconciler's, with no decision event). Recorded by who ended it."""

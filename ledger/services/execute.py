@@ -33,7 +33,7 @@ from ledger.errors import (
 )
 from ledger.events import NewEvent, Payload, WorkFailed, WorkHalted, WorkRetryScheduled
 from ledger.fairness import DEFER_S
-from ledger.job_view import JobView
+from ledger.job_view import JobView, status_after
 from ledger.runtime.batching import DaemonThreads, GroupCommit
 from ledger.runtime.ledger import Ledger
 from ledger.runtime.outbox import Outbox, outbox_for
@@ -310,14 +310,14 @@ class Executor:
             retry = max(0.0, (payload.due_at - datetime.now(UTC)).total_seconds())
             if self.outbox is not None:
                 self.outbox.send_version(job_id, recorded.version, retry, view.tool, view)
-        status = None if recorded.late else event_log.STATUS_AFTER.get(payload.type)
+        status = None if recorded.late else status_after(view, payload)
         return Execution(
             job_id, ClaimResult.CLAIMED, payload.type, recorded.late, retry, status, payload.code
         )
 
     def _observe_outcome(self, view: JobView, payload: Payload, late: bool) -> None:
         event_log.outcome(view, payload, self.worker_id, late)
-        status = event_log.STATUS_AFTER.get(payload.type)
+        status = status_after(view, payload)
         if status is not None and status.terminal and not late:
             elapsed = (now() - view.created_at).total_seconds()
             telemetry().outcome_recorded(view.tool, status.value, elapsed)

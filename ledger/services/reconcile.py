@@ -22,7 +22,7 @@ from ledger.clock import now
 from ledger.dispatch import Dispatcher, QueueMarker
 from ledger.errors import LedgerError
 from ledger.events import NewEvent
-from ledger.job_view import JobView
+from ledger.job_view import JobView, status_after
 from ledger.persistence.appends import AppendStatus, JobAppend, LeaseChange
 from ledger.reconcile_rules import Finding, ReconcilePolicy, findings
 from ledger.runtime import queue_epoch
@@ -137,7 +137,7 @@ def _record(ledger: Ledger, finding: Finding) -> JobView | None:
 
 def _observe(view: JobView, finding: Finding, moment: datetime) -> None:
     event_log.finding(view, finding.payload)
-    status = event_log.STATUS_AFTER.get(finding.payload.type)
+    status = status_after(view, finding.payload)
     if status is not None and status.terminal:
         seconds = (moment - view.created_at).total_seconds()
         telemetry().outcome_recorded(view.tool, status.value, seconds)

@@ -19,6 +19,7 @@ from ledger.events import (
     JobRefused,
     Payload,
     RecordedEvent,
+    WorkFailed,
     WorkHalted,
     WorkLateOutcome,
     WorkPartial,
@@ -26,7 +27,7 @@ from ledger.events import (
     WorkSucceeded,
     job_stream,
 )
-from ledger.job_view import JobView, envelope, evolve
+from ledger.job_view import JobView, envelope, evolve, status_after
 from tests.factories import ERROR_KEYS, accepted, failed, started
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -143,6 +144,27 @@ def test_halted_reads_as_refused_brake_engaged() -> None:
     view = job.add(WorkHalted(attempt=1, error=error(Code.BRAKE_ENGAGED, cause="brake-1")))
     assert (view.status, view.code) == (Status.REFUSED, Code.BRAKE_ENGAGED)
     assert view.error is not None and view.error.cause == "brake-1"
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        WorkSucceeded(attempt=1, result={}),
+        WorkPartial(attempt=1, result={}, processed=1, skipped=[], total=2),
+        WorkHalted(attempt=1, error=error(Code.BRAKE_ENGAGED, cause="brake-1")),
+        WorkFailed(attempt=1, error=error(Code.TOOL_CRASHED)),
+    ],
+)
+def test_the_status_after_an_outcome_is_the_folds_own(payload: Payload) -> None:
+    # One source for "what status does this event leave": the fold. The logs and the metrics
+    # ask `status_after`, so a change to the fold changes them too.
+    job = Fold()
+    job.add(accepted().payload)
+    running = job.add(started().payload)
+    assert status_after(running, payload) is job.add(payload).status
+    closed = job.view
+    assert status_after(closed, payload) is closed.status  # a closed job keeps its status
+    assert status_after(running, started(attempt=2).payload) is Status.RUNNING
 
 
 def test_retry_then_worker_lost_on_a_spending_tool() -> None:
