@@ -13,12 +13,13 @@ from typing import Any
 from ledger.budget import Fitted, fit
 from ledger.codes import Code, OutcomeMissingCause
 from ledger.error_info import ErrorInfo
-from ledger.errors import AwaitableReturned, DeadlineExceeded
+from ledger.errors import AwaitableReturned, BrakeEngaged, DeadlineExceeded
 from ledger.events import (
     JobOutcomeMissing,
     Payload,
     WorkDeclined,
     WorkFailed,
+    WorkHalted,
     WorkPartial,
     WorkRetryScheduled,
     WorkSucceeded,
@@ -112,8 +113,11 @@ def _answer(answer: dict[str, Any], secrets: tuple[str, ...], budget: Budget | N
 
 
 def failure_event(exc: BaseException, at: Attempt) -> Payload:
-    """A raised exception: retried only if retryable, not spending, attempts left, and the
-    dependency's fingerprint changed since the last failure."""
+    """A raised exception: a brake the tool met (`BrakeEngaged`, its text scrubbed like any
+    other) halts the job; anything else is retried only if retryable, not spending, attempts
+    left, and the dependency's fingerprint changed since the last failure."""
+    if isinstance(exc, BrakeEngaged):
+        return WorkHalted(attempt=at.attempt, error=scrubbed_error(exc.error, at.secrets))
     error, fingerprint, detail = _describe(exc, at.tool, at.secrets)
     if _should_retry(error, fingerprint, at):
         due = at.now + timedelta(seconds=backoff_s(at.attempt))

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ValidationError
 from ledger import event_log
 from ledger.brakes import brake_error
 from ledger.budget import effective_budget
-from ledger.classify import Attempt, Budget, failure_event, outcome_event, scrubbed_error
+from ledger.classify import Attempt, Budget, failure_event, outcome_event
 from ledger.clock import now
 from ledger.codes import Code, Status
 from ledger.dispatch import Dispatcher
@@ -378,10 +378,7 @@ class Executor:
         )
         try:
             value = not_awaitable(call(spec, args, ctx, view))
-        except BrakeEngaged as exc:
-            # A tool may raise its own BrakeEngaged: its text is scrubbed like any other.
-            return WorkHalted(attempt=attempt, error=scrubbed_error(exc.error, secrets))
-        except Exception as exc:
+        except Exception as exc:  # classify.py says what each one is (a brake: a halt)
             return failure_event(exc, self._attempt(spec, view, secrets))
         return outcome_event(value, attempt, secrets, budget)
 
