@@ -11,13 +11,16 @@ from collections.abc import Sequence
 from types import TracebackType
 from typing import Literal, Self
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
 from ledger.fairness import Limits
 from ledger.keyring import Keyring, load_keyring
 from ledger.persistence.appends import JobAppend, JobAppended
 from ledger.persistence.base import Store
 from ledger.persistence.open import open_store
+from ledger.receipts import signing_key_from
 from ledger.runtime.batching import GroupCommit
-from ledger.settings import load_settings
+from ledger.settings import Settings, load_settings
 from ledger.telemetry import telemetry
 
 FROM_SETTINGS: Literal["from settings"] = "from settings"
@@ -35,6 +38,8 @@ class Ledger:
         # FROM_SETTINGS: loaded when first needed; None: this ledger has no secrets key.
         self._keyring = keyring
         self._limits: Limits | None = None  # read from the settings when first needed
+        self._settings: Settings | None = None
+        self._signing: tuple[Ed25519PrivateKey | None] | None = None
 
     def _append_jobs(self, items: Sequence[JobAppend]) -> list[JobAppended]:
         start = time.perf_counter()
@@ -50,11 +55,27 @@ class Ledger:
         return self._request_key
 
     @property
+    def settings(self) -> Settings:
+        """The process's settings, read once for this ledger: every use case that needs one
+        reads it here, never the environment again."""
+        if self._settings is None:
+            self._settings = load_settings()
+        return self._settings
+
+    @property
+    def signing_key(self) -> Ed25519PrivateKey | None:
+        """The key tree heads are signed with (`OUTCOMES_SIGNING_KEY`), parsed once."""
+        if self._signing is None:
+            raw = self.settings.signing_key
+            self._signing = (signing_key_from(raw) if raw else None,)
+        return self._signing[0]
+
+    @property
     def secrets(self) -> Keyring | None:
         """The keys that seal and open declared secret arguments (`ledger.keyring`): kept
         outside the database; None when this ledger has none configured."""
         if self._keyring == FROM_SETTINGS:
-            settings = load_settings()
+            settings = self.settings
             self._keyring = load_keyring(
                 settings.secrets_key,
                 settings.secrets_key_file,
@@ -68,7 +89,7 @@ class Ledger:
     def limits(self) -> Limits:
         """The per-account fairness limits (`ledger.fairness`), read once from the settings."""
         if self._limits is None:
-            settings = load_settings()
+            settings = self.settings
             self._limits = Limits(
                 rate_per_s=settings.rate_limit_per_s,
                 burst=settings.rate_limit_burst,

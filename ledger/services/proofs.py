@@ -43,7 +43,8 @@ from ledger.settings import load_settings
 
 
 def signing_key() -> Ed25519PrivateKey | None:
-    """The ledger's Ed25519 signing key (`OUTCOMES_SIGNING_KEY`), if it has one."""
+    """The ledger's Ed25519 signing key (`OUTCOMES_SIGNING_KEY`), if it has one, for a command
+    that holds no ledger (`audit public-key`); a ledger reads it once (`Ledger.signing_key`)."""
     raw = load_settings().signing_key
     return signing_key_from(raw) if raw else None
 
@@ -58,16 +59,15 @@ def public_key_id() -> str | None:
     return key_id(key.public_key()) if key is not None else None
 
 
-def signed_head(state: TreeState) -> SignedHead:
+def signed_head(state: TreeState, key: Ed25519PrivateKey | None) -> SignedHead:
     head = SignedHead(state.frontier, state.last_position, now())
-    key = signing_key()
     return head.signed(key) if key is not None else head
 
 
 def head(ledger: Ledger) -> SignedHead:
     """The tree head now (what committed before the call is sequenced first): O(1)."""
     with ledger.store.in_order() as reads:
-        return signed_head(reads.tree_state())
+        return signed_head(reads.tree_state(), ledger.signing_key)
 
 
 def publish_head(ledger: Ledger, directory: Path) -> tuple[Path, SignedHead]:
@@ -109,7 +109,7 @@ def prove(ledger: Ledger, job_id: str) -> Receipt:
     if not proof.verify(event_leaf_hash(event.hash), tree):
         raise TamperedLeafError(job_id, position, "the stored tree does not add up to its head")
     receipt = inclusion_receipt(job_id, recorded_canonical_bytes(event), proof, tree)
-    return Receipt(receipt, signed_head(state))
+    return Receipt(receipt, signed_head(state, ledger.signing_key))
 
 
 _Found = tuple[RecordedEvent, int, TreeState, InclusionProof, bytes]
