@@ -1,5 +1,6 @@
 """Agents benchmark: the closed loop agents run — call a tool, wait for its outcome, call the
-next — timed call by call, beside bare Celery with a Redis result backend doing the same.
+next — timed call by call, beside procrastinate (the durable peer) and bare Celery with a
+Redis result backend doing the same.
 
 Run:  .venv/bin/python -m bench.agents [--agents 1,16] [--calls 400] [--rounds 3] [--json]
 
@@ -11,13 +12,17 @@ Run:  .venv/bin/python -m bench.agents [--agents 1,16] [--calls 400] [--rounds 3
 - bare   the same no-op as a plain Celery task on two `celery worker`s (same pool), with
          Celery's Redis result backend: each agent calls `send_task(...).get()`. No ledger,
          no HTTP: what a tool call costs at the least on this machine.
+- procrastinate  two `procrastinate worker`s (LISTEN/NOTIFY, concurrency 8) on a scratch
+         database of the same Postgres; each agent defers the no-op and polls its job's row
+         (bench/agents_procrastinate.py). Durable, like ours.
 
 For each number of agents (`--agents`, comma-separated) it runs `--calls` calls per round
 spread over the agents, `--rounds` rounds with the two sides in turns, and reports latency p50
 and p99 over every call of every round, calls/s (the median round) and the ratios; also the API
 process's CPU per call. Goals (issue 25): 1 agent p50 <= 3x bare; 16 agents calls/s >= 0.5x
 bare with p99 <= 2x bare's. Speed is measured, not asserted: it prints whether each goal was
-met and exits 0 either way.
+met and exits 0 either way. Against procrastinate (issue 48): 16 agents calls/s >= 1.0x its
+and p99 <= 1.0x its; 1 agent p50 <= 1.3x its.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ from bench._common import (
     scratch_database,
     sqlalchemy_url,
 )
+from bench.agents_procrastinate import ProcrastinateAgents, apply_schema, running_workers
 from bench.http import BROKER, REDIS, api_server
 from bench.throughput_tasks import BACKEND_ENV, BROKER_ENV, NOOP_TASK, QUEUE_ENV, make_app
 from bench.throughput_tools import NOOP_TOOL
@@ -59,12 +65,17 @@ from ledger.events import job_id_of
 from ledger.runtime.ledger import open_ledger
 from ledger.services import audit, tokens
 
-OURS, BARE = "ours", "bare_celery_redis"
+OURS, BARE, PEER = "ours", "bare_celery_redis", "procrastinate"
 POOL = Pool("threads", 8, "WARNING")
 WORKERS = 2
 GOAL_P50_1 = 3.0  # one agent: ours' p50 at most this many times bare's
 GOAL_RATE_16 = 0.5  # sixteen agents: calls/s at least this share of bare's
 GOAL_P99_16 = 2.0  # ... with p99 at most this many times bare's
+PEER_GOALS = (  # against procrastinate: (agents, figure, sense, goal)
+    (1, "p50_ms", "<=", 1.3),
+    (16, "calls_per_s", ">=", 1.0),
+    (16, "p99_ms", "<=", 1.0),
+)
 
 
 @dataclass
@@ -247,18 +258,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         for k in range(WORKERS):
             bare_argv = baseline_worker_argv(POOL, queues[BARE], f"bench-agents-{run}-{k}")
             stack.enter_context(running_worker(f"bare{k}", bare_argv, bare_env, logs))
+        peer_dsn = stack.enter_context(scratch_database("outcomes_agents_peer"))
+        apply_schema(peer_dsn)
+        stack.enter_context(running_workers(peer_dsn, WORKERS, logs))
         for agents in counts:
             ours = OursAgents(base, token, agents)
             bare = BareAgents(queues[BARE])
+            peer = ProcrastinateAgents(peer_dsn, agents)
             try:
-                sides = {OURS: Side(), BARE: Side()}
-                calls = {OURS: ours.call, BARE: bare.call}
+                sides = {OURS: Side(), BARE: Side(), PEER: Side()}
+                calls = {OURS: ours.call, BARE: bare.call, PEER: peer.call}
                 for name in sides:  # warm-up: connections open, workers ready
                     closed_loop(4 * agents, agents, calls[name])
                 ours.timed.clear()
                 api_cpu = CpuMeter(api_pid)
                 for number in range(options.rounds):
-                    order = [OURS, BARE] if number % 2 == 0 else [BARE, OURS]
+                    turn = number % len(sides)  # each side goes first, second and last in turn
+                    order = [*list(sides)[turn:], *list(sides)[:turn]]
                     for name in order:
                         with api_cpu.timing() if name == OURS else nullcontext():
                             seconds, latencies = closed_loop(options.calls, agents, calls[name])
@@ -271,6 +287,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             finally:
                 ours.close()
                 bare.close()
+                peer.close()
         commit_ms = durable_commit_ms(url)
     return report(results, api_cpu_ms, options, split, commit_ms, tail)
 
@@ -332,6 +349,17 @@ def report(
                 + (f"  (API CPU {cpu:.2f} ms/call)" if cpu else ""),
             ]
         )
+        if PEER in sides:
+            peer = sides[PEER]
+            rows.append(
+                [
+                    str(agents),
+                    f"ours / {PEER}",
+                    f"{ours['p50_ms'] / peer['p50_ms']:.2f}x",
+                    f"{ours['p99_ms'] / peer['p99_ms']:.2f}x",
+                    f"{ours['calls_per_s'] / peer['calls_per_s']:.2f}x",
+                ]
+            )
     print(render_table(["agents", "side", "p50 ms", "p99 ms", "calls/s"], rows))
     if commit_ms is not None:
         # A call records three facts, each durable before the next step: the decision (before
@@ -354,12 +382,17 @@ def report(
         p99 = figures[16][OURS]["p99_ms"] / figures[16][BARE]["p99_ms"]
         print(_goal("16 agents calls/s", rate, ">=", GOAL_RATE_16))
         print(_goal("16 agents p99", p99, "<=", GOAL_P99_16))
+    for agents, figure, sense, goal in PEER_GOALS:
+        if agents in figures:
+            ratio = figures[agents][OURS][figure] / figures[agents][PEER][figure]
+            print(_goal(f"{agents} agent(s) {figure}", ratio, sense, goal, PEER))
     return 0
 
 
-def _goal(what: str, ratio: float, sense: str, goal: float) -> str:
+def _goal(what: str, ratio: float, sense: str, goal: float, against: str = "bare") -> str:
     met = ratio <= goal if sense == "<=" else ratio >= goal
-    return f"{what}: {ratio:.2f}x bare (goal {sense} {goal}x) -> {'met' if met else 'NOT met'}"
+    verdict = "met" if met else "NOT met"
+    return f"{what}: {ratio:.2f}x {against} (goal {sense} {goal}x) -> {verdict}"
 
 
 if __name__ == "__main__":

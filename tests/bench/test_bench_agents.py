@@ -10,10 +10,12 @@ import time
 import uuid
 from pathlib import Path
 
+import psycopg
 import pytest
 
-from bench._common import durable_commit_ms, migrate
-from bench.agents import BARE, OURS, Side, Timed, _goal, closed_loop, phases, report
+from bench._common import durable_commit_ms, migrate, scratch_database
+from bench.agents import BARE, OURS, PEER, Side, Timed, _goal, closed_loop, phases, report
+from bench.agents_procrastinate import ProcrastinateAgents, apply_schema, running_workers
 from ledger.events import job_stream
 from ledger.persistence.appends import NO_STREAM
 from ledger.runtime.ledger import open_ledger
@@ -95,3 +97,37 @@ def test_the_phases_of_a_call_come_from_the_agents_clock_and_the_events(tmp_path
 
 def test_a_durable_commit_is_timed_on_the_database(pg_database: str) -> None:
     assert 0 < durable_commit_ms(pg_database, commits=5) < 60_000
+
+
+def test_the_report_states_the_goals_against_procrastinate(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    sides = {
+        OURS: Side([0.010, 0.020], [1.0]),
+        BARE: Side([0.002, 0.004], [0.5]),
+        PEER: Side([0.005, 0.010], [2.0]),
+    }
+    options = argparse.Namespace(json=False, calls=2, rounds=1)
+    assert report({1: sides, 16: sides}, {1: None, 16: None}, options) == 0
+    out = capsys.readouterr().out
+    assert f"ours / {PEER}" in out
+    # ours' p50 is twice procrastinate's (goal <= 1.3x); ours makes twice its calls/s.
+    assert "1 agent(s) p50_ms: 2.00x procrastinate (goal <= 1.3x) -> NOT met" in out
+    assert "16 agent(s) calls_per_s: 2.00x procrastinate (goal >= 1.0x) -> met" in out
+
+
+def test_a_procrastinate_agent_waits_for_its_job_to_succeed(
+    pg_database: str, tmp_path: Path
+) -> None:
+    # The peer as the benchmark runs it: a real `procrastinate worker` on this Postgres.
+    with scratch_database(f"outcomes_peer_{uuid.uuid4().hex[:6]}") as dsn:
+        apply_schema(dsn)
+        with running_workers(dsn, 1, tmp_path):
+            agents = ProcrastinateAgents(dsn, 2)
+            try:
+                closed_loop(6, 2, agents.call)
+            finally:
+                agents.close()
+        with psycopg.connect(dsn) as conn:
+            rows = conn.execute("SELECT status, count(*) FROM procrastinate_jobs GROUP BY 1")
+            assert dict(rows.fetchall()) == {"succeeded": 6}
