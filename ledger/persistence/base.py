@@ -6,10 +6,15 @@ Postgres and SQLite) and memory (`ledger.persistence.memory`, for fast tests and
 reference). One contract test suite runs against all of them. Nothing here decides: the
 services in `ledger.services` do, and call only these methods.
 
-The declarations: `Store` here; a view's reads in `read_contract` (the reports among them in
-`report_contract`), a transaction's writes and claims in `write_contract`, what a backend may
-hand out beside them in `store_hooks`, and each part's own in its `*_contract` module. All of
-them are importable from here.
+The declarations, in two contracts. The job contract, what a job's way through the ledger
+needs (submit, claim, record, reconcile, an agent's read): `Store` here, a view's `JobReads`
+in `read_contract` and a transaction's `JobWrites` in `write_contract`. The operations
+contract, what people and operations need beside it (reports, audit, rebuild, the Merkle
+tree, webhooks): `OpsReads` and `OpsWrites` in `ops_contract`, each part in its own
+`*_contract` module. A backend's view is a `Reads` (both) and its transaction a `Writes`
+(both); what it may hand out beside them is in `store_hooks`. All are importable from here;
+each contract has its own test suite (`tests/persistence/test_job_contract_*.py`,
+`test_ops_contract_*.py`).
 """
 
 from __future__ import annotations
@@ -30,10 +35,11 @@ from ledger.persistence.appends import (
     JobAppended,
 )
 from ledger.persistence.archive_contract import ArchiveStore
-from ledger.persistence.read_contract import Reads
+from ledger.persistence.ops_contract import OpsReads, OpsWrites
+from ledger.persistence.read_contract import JobReads, Reads
 from ledger.persistence.report_contract import ReportReads
 from ledger.persistence.store_hooks import Listener, LoopReads, OnConnect, OnJobs, SequencerLeader
-from ledger.persistence.write_contract import Writes
+from ledger.persistence.write_contract import JobWrites, Writes
 from ledger.privileges import ConnectedRole, no_roles
 from ledger.queries import (
     OrderProblems,
@@ -42,10 +48,14 @@ from ledger.queries import (
 
 __all__ = [
     "BRAKES_LOCK",
+    "JobReads",
+    "JobWrites",
     "Listener",
     "LoopReads",
     "OnConnect",
     "OnJobs",
+    "OpsReads",
+    "OpsWrites",
     "Reads",
     "ReportReads",
     "SequencerLeader",

@@ -2,7 +2,7 @@
 broker confirmed, each queue's epoch, and the figures the outbox, the reconciler and the
 backlog gauge read. `Reads` and `Writes` (`ledger.persistence.base`) take these in; each store
 implements them (`sql_outbox.py`, `memory_outbox.py`), and the contract suite
-(`tests/persistence/test_store_contract_outbox.py`) runs on all three.
+(`tests/persistence/test_job_contract_outbox.py`) runs on all three.
 """
 
 from __future__ import annotations

@@ -1,6 +1,8 @@
-"""The store's read contract: what the use cases ask of one consistent view of the ledger
-(jobs, brakes, tokens, events), with the reports (`report_contract`) and each part's own
-reads. Declared here, implemented by each backend (`ledger.persistence.base`)."""
+"""The store's read contract, in two parts: `JobReads`, what a job's way through the ledger
+asks of one consistent view (jobs, brakes, tokens, events, the outbox's and fairness's
+reads), and `OpsReads` (`ops_contract`), what people and operations ask (reports, audit,
+rebuild, the Merkle tree, webhooks). `Reads` is a view that answers both, as every backend's
+does. Declared here, implemented by each backend (`ledger.persistence.base`)."""
 
 from __future__ import annotations
 
@@ -11,13 +13,9 @@ from datetime import datetime
 from ledger.brake_view import BrakeView
 from ledger.events import RecordedEvent
 from ledger.job_view import JobView
-from ledger.persistence.audit_contract import AuditReads
 from ledger.persistence.fairness_contract import FairnessReads
+from ledger.persistence.ops_contract import OpsReads
 from ledger.persistence.outbox_contract import OutboxReads
-from ledger.persistence.rebuild_contract import RebuildReads
-from ledger.persistence.report_contract import ReportReads
-from ledger.persistence.tree_contract import TreeReads
-from ledger.persistence.webhooks_contract import WebhookReads
 from ledger.queries import (
     EventFilter,
     Heads,
@@ -27,10 +25,9 @@ from ledger.reconcile_rules import OpenJob
 from ledger.token_view import TokenView
 
 
-class Reads(
-    ReportReads, OutboxReads, WebhookReads, FairnessReads, AuditReads, RebuildReads, TreeReads
-):
-    """Questions answered from one consistent view of the ledger."""
+class JobReads(OutboxReads, FairnessReads):
+    """The questions a job's way asks (submit, claim, record, reconcile, an agent's read),
+    answered from one consistent view of the ledger."""
 
     # --- jobs -----------------------------------------------------------------------------
 
@@ -115,3 +112,7 @@ class Reads(
         """The last ledger position given so far, O(1) and without a sequencer tick (the head
         now: probes, gauges, metrics). A reader that must see what committed before it asks
         takes it inside `Store.in_order`, or from `Store.last_position`, which tick first."""
+
+
+class Reads(JobReads, OpsReads):
+    """Every question a view of the ledger answers: a job's way's and operations'."""

@@ -1,5 +1,7 @@
-"""The store's write contract: one transaction's appends, locks and savepoints, and the
-leases of the jobs it claims (`ledger.persistence.base`)."""
+"""The store's write contract: `JobWrites`, one transaction's appends, locks and savepoints,
+the leases of the jobs it claims and the outbox's records (a job's way), and `Writes`, a
+transaction that also takes operations' writes (`ops_contract.OpsWrites`) and answers every
+read (`ledger.persistence.base`)."""
 
 from __future__ import annotations
 
@@ -15,15 +17,13 @@ from ledger.persistence.appends import (
     JobAppend,
     JobAppended,
 )
-from ledger.persistence.audit_contract import AuditWrites
+from ledger.persistence.ops_contract import OpsWrites
 from ledger.persistence.outbox_contract import OutboxWrites
-from ledger.persistence.read_contract import Reads
-from ledger.persistence.rebuild_contract import RebuildWrites
-from ledger.persistence.webhooks_contract import WebhookWrites
+from ledger.persistence.read_contract import JobReads, Reads
 
 
-class Writes(Reads, OutboxWrites, WebhookWrites, AuditWrites, RebuildWrites):
-    """A write transaction: everything it does commits together or not at all."""
+class JobWrites(JobReads, OutboxWrites):
+    """A job's way's write transaction: everything it does commits together or not at all."""
 
     @abstractmethod
     def append(
@@ -67,3 +67,7 @@ class Writes(Reads, OutboxWrites, WebhookWrites, AuditWrites, RebuildWrites):
     @abstractmethod
     def drop_lease(self, job_id: str, attempt: int) -> None:
         """The attempt is over: its lease goes (a later attempt's lease stays)."""
+
+
+class Writes(JobWrites, OpsWrites, Reads):
+    """A write transaction with every write and every read, as every backend's is."""

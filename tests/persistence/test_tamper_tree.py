@@ -17,7 +17,7 @@ from ledger.problem_log import ProblemLog
 from ledger.queries import LedgerLink
 from ledger.tree_pass import TreeLeaves
 from tests.factories import verify_store
-from tests.persistence.test_store_contract_tree import fill
+from tests.persistence.test_ops_contract_tree import fill
 from tests.plugins.tampering import (
     Seeded,
     around_the_triggers,

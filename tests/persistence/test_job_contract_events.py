@@ -1,6 +1,6 @@
-"""The store's contract, part 1: appending and reading events. Runs on every store (memory,
-SQLite, Postgres) through `any_store`; part 2 (`test_store_contract_reads.py`) covers the
-read models and the questions the use cases ask."""
+"""The job contract (`JobReads`, `JobWrites`), its events: appending and reading them. Runs on
+every store (memory, SQLite, Postgres) through `any_store`; `test_job_contract_reads.py`
+covers the read models and the questions a job's way asks."""
 
 from __future__ import annotations
 

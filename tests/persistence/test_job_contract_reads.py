@@ -1,4 +1,4 @@
-"""The store's contract, part 2: read models, leases and the questions the use cases ask.
+"""The job contract: read models, leases and the questions a job's way asks.
 Runs on every store (memory, SQLite, Postgres) through `any_store`."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The store's contract, the Merkle tree's part (`ledger.persistence.tree_contract`): every
+"""The operations contract, the Merkle tree's part (`ledger.persistence.tree_contract`): every
 store grows the tree over ledger order as it sequences (Postgres: the sequencer's tick,
 migration 0021; SQLite and memory: at write), so the head, the stored subtrees and the
 proofs read from them are those of a tree recomputed from the events. Runs on every store

@@ -1,4 +1,4 @@
-"""The store's contract, the webhooks' part: the webhooks read model (rebuilt as it was
+"""The operations contract, the webhooks' part: the webhooks read model (rebuilt as it was
 lived), the relay's cursor (forward only), deliveries recorded once per webhook and event, a
 claim that a second claimer cannot share until it expires, an attempt settled only by the
 claim that holds it. Runs on every store (memory, SQLite, Postgres)."""

@@ -1,4 +1,4 @@
-"""The store's contract, the kept counts (migration 0017): every count a summary, a scrape or a
+"""The operations contract, the kept counts (migration 0017): every count a summary, a scrape or a
 status reads equals a full count over the jobs (a GROUP BY) and over the reconciler's events, on
 every store through `any_store`: by every grouping, over since/until ranges that cut hours or
 hold whole ones, after a rebuild, and on Postgres before and after the deltas are folded."""

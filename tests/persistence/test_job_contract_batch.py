@@ -1,4 +1,4 @@
-"""The store's contract, part 3: batches of job appends (`append_jobs`), as submit, claim and
+"""The job contract: batches of job appends (`append_jobs`), as submit, claim and
 record use them. Runs on every store; on Postgres the batch is one server-side statement, so
 these tests also prove that its read-model row equals the Python fold and a rebuild."""
 

@@ -1,7 +1,7 @@
-"""`verify --since` and `--sample` on every store (memory, SQLite, Postgres), at the service:
-the store contract's `events_in_streams` and `leaf_event`, each touched stream checked once
-however the pages cut it (streams whose events straddle pages, streams interleaved), and every
-leaf proven from its row."""
+"""The operations contract, the audit's part: `verify --since` and `--sample` on every store
+(memory, SQLite, Postgres), at the service: the contract's `events_in_streams` and
+`leaf_event`, each touched stream checked once however the pages cut it (streams whose events
+straddle pages, streams interleaved), and every leaf proven from its row."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from ledger.runtime.ledger import Ledger
 from ledger.services import proofs
 from ledger.services.verify_proofs import verify_sample, verify_since
 from tests.factories import accepted, fresh_job_stream, started, succeeded
-from tests.persistence.test_store_contract_tree import fill, ordered
+from tests.persistence.test_ops_contract_tree import fill, ordered
 
 
 @pytest.mark.parametrize("page", [3, 7, 2000])

@@ -1,4 +1,4 @@
-"""The store's contract, fairness's part (docs/fairness.md): an account's live leases, its
+"""The job contract, fairness's part (docs/fairness.md): an account's live leases, its
 confirmed messages waiting in the broker, the jobs its dispatch window holds back (the longest
 waiting first), and the accounts that have some. Runs on every store (memory, SQLite,
 Postgres)."""

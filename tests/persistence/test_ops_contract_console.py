@@ -1,4 +1,4 @@
-"""The store's contract, the console's reads: the jobs list's filters, silence (OUTCOME_MISSING
+"""The operations contract, the console's reads: the jobs list's filters, silence (OUTCOME_MISSING
 by cause), past brakes and the jobs each held, on every store through `any_store`."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The store's contract, part 3: the read models as stored (`Reads.read_model_rows`, which
+"""The operations contract: the read models as stored (`Reads.read_model_rows`, which
 `audit verify` compares with a fold of the events) and `Store.snapshot`. Runs on every store
 (memory, SQLite, Postgres) through `any_store`, the snapshot on SQLite and Postgres."""
 

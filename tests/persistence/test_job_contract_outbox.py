@@ -1,4 +1,4 @@
-"""The store's contract, the outbox's part: which job's message the broker confirmed (the
+"""The job contract, the outbox's part: which job's message the broker confirmed (the
 newest wait's record kept, a worker's rejection after it kept, one before it cleared), the
 jobs left to publish, each queue's epoch, the evidence the reconciler reads, the backlog's
 figures, and forgetting finished jobs. Runs on every store (memory, SQLite, Postgres)."""

@@ -1,6 +1,6 @@
-"""Every job event type through batched appends: the read model a store writes (on Postgres,
-server-side, from the view folded in Python) equals the Python fold of the stream's events and
-what a rebuild writes. Runs on every store."""
+"""The job contract, the fold: every job event type through batched appends. The read model a
+store writes (on Postgres, server-side, from the view folded in Python) equals the Python fold
+of the stream's events and what a rebuild writes. Runs on every store."""
 
 from __future__ import annotations
 

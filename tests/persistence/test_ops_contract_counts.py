@@ -1,4 +1,4 @@
-"""The store's contract, the metrics' read: every job counted by decision, status, code and
+"""The operations contract, the metrics' read: every job counted by decision, status, code and
 tool (`Reads.count_jobs`), on every store (memory, SQLite, Postgres) through `any_store`."""
 
 from __future__ import annotations
