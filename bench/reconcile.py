@@ -15,7 +15,7 @@ Filling (bench/reconcile_history.py, bench/reconcile_ledgers.py). The closed his
 (job.accepted -> work.started -> work.succeeded per job; one job.refused per leftover event so
 that the event count is exact) is built with the store's own code: each event sealed by
 `ledger.chain.event_rows` as an append seals it (payload dumped and normalized, per-stream hash
-chain), the job read model folded by `ledger.job_view.evolve` and shaped by the jobs
+chain), the job read model folded by `ledger.job_fold.evolve` and shaped by the jobs
 `ViewProjection.row`; it is bulk-loaded with COPY, the position sequence is moved past it, and
 then the open jobs go through the real `ledger.services.submit.submit` (and
 `ledger.services.work.claim` for the running ones). Ledger A is then verified in full

@@ -13,7 +13,8 @@ from bench._common import libpq_url
 from bench.reconcile_checks import SAMPLE_STREAMS, Check, check_streams, stream_events
 from bench.reconcile_history import CHUNK, JOB_COLUMNS, JobRow, copy_rows, job_row, jobs_projection
 from bench.reconcile_ledgers import FilledLedger
-from ledger.job_view import JobView, evolve
+from ledger.job_fold import evolve
+from ledger.job_view import JobView
 
 DEAD_PER_JOB = 2  # a job's row is inserted queued, then updated running, then updated closed
 

@@ -4,7 +4,7 @@ bulk-loaded with COPY.
 Each event's row is made by `ledger.chain.event_rows` (payload dumped and normalized, hash
 chained to its stream's previous event), exactly as an append records it; only its position
 and recorded_at are chosen here. Each job's read-model row is its stream folded by
-`ledger.job_view.evolve` and shaped by the jobs `ViewProjection.row`, as the projection writes
+`ledger.job_fold.evolve` and shaped by the jobs `ViewProjection.row`, as the projection writes
 it.
 """
 
@@ -36,7 +36,8 @@ from ledger.events import (
     WorkSucceeded,
     job_stream,
 )
-from ledger.job_view import JobView, evolve
+from ledger.job_fold import evolve
+from ledger.job_view import JobView
 from ledger.outcomes import Succeeded
 from ledger.tools import ToolContext, ToolSpec, get_tool, tool
 

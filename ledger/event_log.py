@@ -14,7 +14,8 @@ from typing import Any
 from ledger.brake_view import BrakeView
 from ledger.codes import Code
 from ledger.events import Payload
-from ledger.job_view import JobView, status_after
+from ledger.job_fold import status_after
+from ledger.job_view import JobView
 
 log = logging.getLogger("outcomes.events")
 

@@ -16,7 +16,8 @@ from pydantic import BaseModel
 
 from ledger.brake_view import BrakeView, evolve_brake
 from ledger.events import JOB_EVENT_TYPES, RecordedEvent, job_id_of
-from ledger.job_view import JobView, evolve
+from ledger.job_fold import evolve
+from ledger.job_view import JobView
 from ledger.token_view import TokenView, evolve_token
 from ledger.webhook_view import WebhookView, evolve_webhook
 

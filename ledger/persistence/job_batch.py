@@ -21,7 +21,8 @@ from ledger.brake_view import BrakeView
 from ledger.chain import event_rows
 from ledger.errors import JobStreamError
 from ledger.events import RecordedEvent, job_stream
-from ledger.job_view import JobView, evolve
+from ledger.job_fold import evolve
+from ledger.job_view import JobView
 from ledger.persistence.appends import Appended, AppendStatus, JobAppend, JobAppended
 from ledger.read_models import job_columns
 

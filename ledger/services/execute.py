@@ -12,12 +12,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from ledger import event_log
 from ledger.brakes import brake_error
-from ledger.budget import effective_budget
-from ledger.classify import Attempt, Budget, failure_event, outcome_event
+from ledger.classify import failure_event
 from ledger.clock import now
 from ledger.codes import Code, Status
 from ledger.dispatch import Dispatcher
@@ -28,25 +27,23 @@ from ledger.errors import (
     DispatchError,
     LedgerError,
     OutcomeUnrecordedError,
-    SecretUnavailableError,
     StorageUnavailableError,
 )
-from ledger.events import NewEvent, Payload, WorkFailed, WorkHalted, WorkRetryScheduled
+from ledger.events import NewEvent, Payload, WorkHalted, WorkRetryScheduled
 from ledger.fairness import DEFER_S
-from ledger.job_view import JobView, status_after
+from ledger.job_fold import status_after
+from ledger.job_view import JobView
 from ledger.runtime.batching import DaemonThreads, GroupCommit
 from ledger.runtime.ledger import Ledger
 from ledger.runtime.outbox import Outbox, outbox_for
-from ledger.runtime.tool_loop import SHARED, ToolLoop, awaited, not_awaitable
+from ledger.runtime.tool_loop import SHARED, ToolLoop, awaited
 from ledger.runtime.watchdog import Watchdog
-from ledger.scrub import known_secrets
-from ledger.secrets import open_args
+from ledger.services import tool_call
 from ledger.services.not_run import (
-    args_rejected,
     brake_unreadable,
     missing_tool,
-    secret_unavailable,
 )
+from ledger.services.tool_call import Superseded, attempt_of
 from ledger.services.work import (
     Claim,
     ClaimRequest,
@@ -67,15 +64,8 @@ log = logging.getLogger(__name__)
 OUTCOME_WRITE_BUDGET_S = 600.0
 
 
-ToolCall = Callable[[ToolSpec, BaseModel, ToolContext, JobView], Any]
-
-
 def _nothing() -> None:
     pass
-
-
-class _Superseded(BaseException):  # not an error: a tool that returned too late
-    """Raised past the tool (never into it) when its deadline already settled the job."""
 
 
 @dataclass(frozen=True)
@@ -223,7 +213,7 @@ class Executor:
         def on_deadline() -> None:
             for future in running:
                 future.cancel()
-            conclude(failure_event(DeadlineExceeded(spec.timeout_s), self._attempt(spec, view)))
+            conclude(failure_event(DeadlineExceeded(spec.timeout_s), attempt_of(spec, view)))
 
         def watched(spec: ToolSpec, args: BaseModel, ctx: ToolContext, view: JobView) -> Any:
             if spec.is_async:
@@ -233,13 +223,15 @@ class Executor:
                 value = running[0].result() if running else spec.func(args, ctx)
             finally:
                 if not self._watchdog.settle(watch):
-                    raise _Superseded()  # the deadline has settled this job
+                    raise Superseded()  # the deadline has settled this job
             return value
 
         def body() -> None:
             try:
-                payload = self._run(spec, view, watched)
-            except _Superseded:
+                payload = tool_call.run(
+                    spec, view, watched, self.ledger.secrets, self._heartbeat, self._checkpoint
+                )
+            except Superseded:
                 return
             conclude(payload)
 
@@ -328,60 +320,6 @@ class Executor:
         if halted is not None:
             self._observe_outcome(view, halted, late=False)
 
-    def _run(self, spec: ToolSpec, view: JobView, call: ToolCall) -> Payload:
-        """The tool's run, in a span of the job's trace (the ambient one while the tool runs,
-        so its own instrumentation nests under it) when tracing is on."""
-        spans = tracer()
-        if not spans.enabled or view.trace is None:
-            return self._run_tool(spec, view, call)
-        attributes = job_attributes(view.job_id, view.tool, view.account)
-        made = spans.start("outcomes.run", view.trace, attributes)
-        made.set_attribute("outcomes.attempt", view.attempts)
-        try:
-            with spans.current(made):
-                payload = self._run_tool(spec, view, call)
-            made.set_attribute("outcomes.outcome", payload.type)
-            if payload.code is not None:
-                made.fail(payload.code.value)
-            return payload
-        except _Superseded:
-            made.fail(Code.DEADLINE_EXCEEDED.value)
-            raise
-        finally:
-            made.end()
-
-    def _run_tool(self, spec: ToolSpec, view: JobView, call: ToolCall) -> Payload:
-        attempt = view.attempts
-        try:
-            # The declared secrets are opened here, for the tool only: never recorded.
-            paths = view.secret_paths or ()
-            opened = open_args(spec.args_model, view.args, paths, view.job_id, self.ledger.secrets)
-        except SecretUnavailableError as exc:
-            return WorkFailed(attempt=attempt, error=secret_unavailable(spec, exc))
-        try:
-            # Checked again here, not only at submit: a worker of another release may read
-            # the arguments differently (a rolling deploy). Nothing runs then.
-            args = spec.args_model.model_validate(opened.args)
-        except ValidationError as exc:
-            return WorkFailed(attempt=attempt, error=args_rejected(spec, exc))
-        secrets = known_secrets(opened.secrets)
-        budget = Budget(
-            effective_budget(spec.max_result_bytes, view.budget_bytes), spec.max_result_bytes
-        )
-        ctx = ToolContext(
-            job_id=view.job_id,
-            attempt=attempt,
-            idempotency_key=view.idempotency_key or view.job_id,
-            heartbeat=lambda: self._heartbeat(view.job_id, attempt),
-            checkpoint=lambda: self._checkpoint(view),
-            budget_bytes=budget.budget_bytes,
-        )
-        try:
-            value = not_awaitable(call(spec, args, ctx, view))
-        except Exception as exc:  # classify.py says what each one is (a brake: a halt)
-            return failure_event(exc, self._attempt(spec, view, secrets))
-        return outcome_event(value, attempt, secrets, budget)
-
     def _heartbeat(self, job_id: str, attempt: int) -> None:
         try:
             renewed = self.renewals.submit((job_id, attempt))
@@ -399,16 +337,3 @@ class Executor:
             raise BrakeEngaged(brake_unreadable()) from None  # fail closed, and say so
         if held:
             raise BrakeEngaged(brake_error(held[0]))
-
-    def _attempt(self, spec: ToolSpec, view: JobView, secrets: tuple[str, ...] = ()) -> Attempt:
-        """`secrets`: the job's declared secrets, for a failure whose text the tool wrote (a
-        deadline's text is the ledger's own)."""
-        return Attempt(
-            tool=spec.name,
-            attempt=view.attempts,
-            max_attempts=view.max_attempts,
-            spends=view.spends,
-            last_fingerprint=view.last_fingerprint,
-            now=datetime.now(UTC),
-            secrets=secrets,
-        )

@@ -22,7 +22,8 @@ from ledger.clock import now
 from ledger.dispatch import Dispatcher, QueueMarker
 from ledger.errors import LedgerError
 from ledger.events import NewEvent
-from ledger.job_view import JobView, status_after
+from ledger.job_fold import status_after
+from ledger.job_view import JobView
 from ledger.persistence.appends import AppendStatus, JobAppend, LeaseChange
 from ledger.reconcile_rules import Finding, ReconcilePolicy, findings
 from ledger.runtime import queue_epoch

@@ -27,7 +27,8 @@ from ledger.events import (
     WorkSucceeded,
     job_stream,
 )
-from ledger.job_view import JobView, envelope, evolve, status_after
+from ledger.job_fold import evolve, status_after
+from ledger.job_view import JobView, envelope
 from tests.factories import ERROR_KEYS, accepted, failed, started
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)

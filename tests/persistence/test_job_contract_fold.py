@@ -31,7 +31,8 @@ from ledger.events import (
     WorkSucceeded,
     job_stream,
 )
-from ledger.job_view import JobView, evolve
+from ledger.job_fold import evolve
+from ledger.job_view import JobView
 from ledger.persistence.appends import AppendStatus, JobAppend
 from ledger.persistence.base import Store
 from ledger.queries import JobFilter
