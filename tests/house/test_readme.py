@@ -134,6 +134,9 @@ def stop(served: Served) -> None:
     assert not record.exists(), f"serve left its record behind:\n{served.output()}"
 
 
+MAKE_RUN = ("make", "--no-print-directory", "-f")
+
+
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[Served]:
     (tmp_path / ".venv").symlink_to(Path(sys.prefix))  # the clone's venv, made by `make run`
@@ -143,7 +146,9 @@ def served(tmp_path: Path) -> Iterator[Served]:
     log = tmp_path / "make-run.log"
     with log.open("wb") as out:
         make = subprocess.Popen(
-            ["make", "--no-print-directory", "-f", str(ROOT / "Makefile"), "run", f"PORT={port}"],
+            # -o: the venv is this test run's own, never reinstalled through the symlink (a
+            # reinstall from here would write this temporary folder into its scripts' paths).
+            [*MAKE_RUN, str(ROOT / "Makefile"), "-o", ".venv/.installed", "run", f"PORT={port}"],
             cwd=tmp_path,
             env=env,
             stdin=subprocess.DEVNULL,
