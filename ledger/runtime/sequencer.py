@@ -3,7 +3,8 @@
 Writers commit without a ledger-wide lock; the leader gives each committed event its ledger
 position soon after (`Store.sequence`, one tick). While ticks find events it ticks every
 BUSY_TICK_S (and for a second after), and otherwise waits for the next job write's
-notification (or IDLE_WAIT_S, for the writes that notify nothing). The others bid for the
+notification (or IDLE_WAIT_S, for the writes that notify nothing; QUIET_WAIT_S once the ledger
+has been quiet for QUIET_AFTER_S). The others bid for the
 lead every second, so a leader that dies is replaced. Nothing depends on the loop for
 correctness: a reader in ledger order sequences what committed before it first
 (`Store.in_order`); the loop keeps that wait, and the lag (`SequencerState.lag_s`), short.
@@ -33,6 +34,11 @@ BUSY_TICK_S = 0.005
 # for this long after a tick found events an empty tick is followed by the next within
 # BUSY_TICK_S, not IDLE_WAIT_S; an idle ledger's ticks stay 20 a second.
 BUSY_SPELL_S = 1.0
+# A ledger quiet this long waits QUIET_WAIT_S between empty ticks instead: an idle deployment's
+# leader ticks 4 times a second, not 20 (docs/performance.md, idle CPU). What notifies still
+# wakes it at once (an outcome, a claim), and the first of those sequences what waited before it.
+QUIET_AFTER_S = 10.0
+QUIET_WAIT_S = 0.25
 FOLLOW_S = 1.0  # how often a follower bids for the lead
 # How often the leader makes the partitions ahead of the writers (Postgres, docs/archive.md):
 # a partition holds OUTCOMES_PARTITION_SIZE positions, so this is far more often than needed.
@@ -48,6 +54,7 @@ class SequencerLoop:
         *,
         idle_wait_s: float = IDLE_WAIT_S,
         busy_tick_s: float = BUSY_TICK_S,
+        quiet_wait_s: float = QUIET_WAIT_S,
         partitions_ahead: int = 2,
     ) -> None:
         self.ledger = ledger
@@ -55,6 +62,7 @@ class SequencerLoop:
         self._partitioned_at = float("-inf")
         self.idle_wait_s = idle_wait_s
         self.busy_tick_s = busy_tick_s
+        self.quiet_wait_s = max(quiet_wait_s, idle_wait_s)
         self._found_at = float("-inf")  # when a tick last found events
         self._compacted_at = float("-inf")  # when the counts' deltas were last folded
         self.stopped = threading.Event()
@@ -107,6 +115,12 @@ class SequencerLoop:
         if made:
             log.info("sequencer: made %d partitions ahead of the writers", made)
 
+    def empty_wait(self, since_found_s: float) -> float:
+        """How long an empty tick waits for the next (a notification ends it sooner)."""
+        if since_found_s < BUSY_SPELL_S:
+            return self.busy_tick_s
+        return self.idle_wait_s if since_found_s < QUIET_AFTER_S else self.quiet_wait_s
+
     def _step(self, leader: SequencerLeader) -> None:
         if not leader.lead():
             self.stopped.wait(FOLLOW_S)
@@ -123,7 +137,6 @@ class SequencerLoop:
             self._found_at = began
             self.stopped.wait(max(0.0, began + self.busy_tick_s - time.monotonic()))
         elif found == 0:
-            busy = began - self._found_at < BUSY_SPELL_S
-            leader.wait(self.busy_tick_s if busy else self.idle_wait_s)
+            leader.wait(self.empty_wait(began - self._found_at))
         elif found < 0:  # a reader's tick was under way: it took what there was
             leader.wait(0.002)

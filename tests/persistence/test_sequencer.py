@@ -16,8 +16,8 @@ from ledger.persistence import migrate
 from ledger.persistence.appends import NO_STREAM
 from ledger.persistence.engine import make_engine
 from ledger.persistence.sql_store import SqlStore
-from ledger.runtime.ledger import Ledger
-from ledger.runtime.sequencer import SequencerLoop
+from ledger.runtime.ledger import Ledger, open_ledger
+from ledger.runtime.sequencer import QUIET_AFTER_S, SequencerLoop
 from tests.concurrent_writers import accepted_event, wait_until
 from tests.factories import open_sql, verify_store
 from tests.store_helpers import read_after
@@ -265,3 +265,15 @@ def test_ticks_insert_their_state_and_rewrite_no_row(pg_database: str) -> None:
         assert state is not None and (state.head, state.ticks) == (152, 152)
     finally:
         engine.dispose()
+
+
+def test_an_idle_leader_ticks_less_often_the_longer_the_ledger_is_quiet(pg_app_url: str) -> None:
+    # Ticks 200 a second while events come, 20 for ten seconds after, then 4 (idle CPU); a
+    # notification still ends any wait at once.
+    with open_ledger(pg_app_url, pool_size=2) as ledger:
+        loop = SequencerLoop(ledger, idle_wait_s=0.05, busy_tick_s=0.005, quiet_wait_s=0.25)
+        try:
+            waits = [loop.empty_wait(s) for s in (0.0, 0.5, 5.0, QUIET_AFTER_S, 3600.0)]
+        finally:
+            loop.stop()
+    assert waits == [0.005, 0.005, 0.05, 0.25, 0.25]
