@@ -55,16 +55,22 @@ def _database_url(admin_url: str, name: str) -> str:
 
 
 @contextmanager
-def scratch_database(prefix: str, admin_url: str = ADMIN_URL) -> Iterator[str]:
-    """Create `<prefix>_<pid>`, yield its URL, and drop it afterwards, error or not."""
+def scratch_database(
+    prefix: str, admin_url: str = ADMIN_URL, *, keep: bool = False
+) -> Iterator[str]:
+    """Create `<prefix>_<pid>`, yield its URL, and drop it afterwards, error or not (with
+    `keep`, once the run ended well it is left for the caller to study, and drop)."""
     name = f"{prefix}_{os.getpid()}"
     drop = sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
     _admin_execute(admin_url, drop)
     _admin_execute(admin_url, sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    ended = False
     try:
         yield _database_url(admin_url, name)
+        ended = True
     finally:
-        _admin_execute(admin_url, drop)
+        if not (keep and ended):
+            _admin_execute(admin_url, drop)
 
 
 def migrate(url: str) -> None:

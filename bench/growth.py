@@ -2,7 +2,10 @@
 run, and the goals judged at the largest size against the empty ledger.
 
 Run:  .venv/bin/python -m bench.growth --stages 0,1000000 [--calls 400] [--archive] [--json]
-      (make bench-growth STAGES=0,1000000)
+      [--keep]  (make bench-growth STAGES=0,1000000)
+
+`--keep` leaves the filled ledger's database after a run that ended well (its URL is printed
+first), to study what a figure measured; drop it when done.
 
 1. Fill: a scratch Postgres database (dropped afterwards) grows to each stage's number of jobs
    through the product's write path (bench/growth_fill.py: each job's decision, claim and
@@ -219,6 +222,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--jobs-partition-hours", type=float, default=0.01, help="a window of jobs, in hours"
     )
+    parser.add_argument(
+        "--keep",
+        action="store_true",
+        help="keep the filled ledger's database after a run that ended well (to study it)",
+    )
     options = parser.parse_args(argv)
     stages = [Stage(int(part)) for part in options.stages.split(",") if part.strip()]
     largest = max((s.jobs for s in stages), default=0)
@@ -234,7 +242,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     with ExitStack() as stack:
         stack.callback(delete_queues, BROKER, [queue])
         logs = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-growth-")))
-        url = sqlalchemy_url(stack.enter_context(scratch_database("outcomes_growth")))
+        kept = scratch_database("outcomes_growth", keep=options.keep)
+        url = sqlalchemy_url(stack.enter_context(kept))
+        if options.keep:
+            say(f"the ledger is kept after the run: {url} (drop it when done)")
         migrate(url)
         env = {
             "OUTCOMES_DATABASE_URL": url,

@@ -4,8 +4,14 @@ and the right figure, and one figure over its goal is reported as not met."""
 from __future__ import annotations
 
 import copy
+import os
+import uuid
 from typing import Any
 
+import psycopg
+import pytest
+
+from bench._common import ADMIN_URL, libpq_url, scratch_database
 from bench.growth_report import judge, render
 
 
@@ -110,3 +116,29 @@ def test_a_fill_and_archive_alone_is_judged_on_the_archive_and_shows_each_table(
     shown = render(result | {"goals": judge(result)})
     assert "85.0%" in shown and "12 -> 4" in shown
     assert "600.0" in shown and "60.0" in shown
+
+
+def _exists(name: str) -> bool:
+    with psycopg.connect(libpq_url(ADMIN_URL)) as conn:
+        found = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
+    return found is not None
+
+
+def test_a_kept_ledger_outlives_a_run_that_ended_well_and_no_other(pg_database: str) -> None:
+    # `bench.growth --keep`: the filled ledger is left to study after a good run; a failed
+    # run's is dropped as always.
+    prefix = f"outcomes_keep_{uuid.uuid4().hex[:6]}"
+    name = f"{prefix}_{os.getpid()}"
+    with pytest.raises(RuntimeError), scratch_database(prefix, keep=True):
+        raise RuntimeError("the run failed")
+    assert not _exists(name)
+    try:
+        with scratch_database(prefix, keep=True) as url:
+            assert name in url
+        assert _exists(name)
+    finally:
+        with psycopg.connect(libpq_url(ADMIN_URL), autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with scratch_database(prefix):
+        pass
+    assert not _exists(name)
