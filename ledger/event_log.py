@@ -12,7 +12,7 @@ import logging
 from typing import Any
 
 from ledger.brake_view import BrakeView
-from ledger.codes import Code
+from ledger.codes import Code, Status
 from ledger.events import Payload
 from ledger.job_fold import status_after
 from ledger.job_view import JobView
@@ -52,9 +52,16 @@ def decision(view: JobView) -> None:
     _emit("decision", _job(view) | {"status": status, "code": _code(view.code)})
 
 
-def outcome(view: JobView, payload: Payload, worker: str | None, late: bool = False) -> None:
-    """What an attempt recorded for a job (`view`: the job as claimed)."""
-    status = status_after(view, payload)
+def outcome(
+    view: JobView,
+    payload: Payload,
+    worker: str | None,
+    late: bool = False,
+    status: Status | None = None,
+) -> None:
+    """What an attempt recorded for a job (`view`: the job as claimed; `status`: what the
+    payload leaves it in, when the caller has folded it already)."""
+    status = status if status is not None else status_after(view, payload)
     fields = _job(view) | {
         "status": status.value if status else payload.type,
         "code": _code(payload.code),
@@ -64,9 +71,10 @@ def outcome(view: JobView, payload: Payload, worker: str | None, late: bool = Fa
     _emit("late_outcome" if late else "outcome", fields | ({"late": True} if late else {}))
 
 
-def finding(view: JobView, payload: Payload) -> None:
-    """A reconciler finding recorded for a job (`view`: the job as the reconciler saw it)."""
-    status = status_after(view, payload)
+def finding(view: JobView, payload: Payload, status: Status | None = None) -> None:
+    """A reconciler finding recorded for a job (`view`: the job as the reconciler saw it;
+    `status`: what the payload leaves it in, when the caller has folded it already)."""
+    status = status if status is not None else status_after(view, payload)
     fields = _job(view) | {
         "status": status.value if status else None,
         "code": _code(payload.code),

@@ -50,6 +50,11 @@ _HEAD_KEYS = {"format", "tree_size", "root_hash", "position", "recorded_at", "fr
 # --- signing ----------------------------------------------------------------------------------
 
 
+def configured_signing_key(text: str | None) -> Ed25519PrivateKey | None:
+    """The key `OUTCOMES_SIGNING_KEY` names, or None when it is not set (heads go unsigned)."""
+    return signing_key_from(text) if text else None
+
+
 def signing_key_from(text: str) -> Ed25519PrivateKey:
     """`OUTCOMES_SIGNING_KEY`: a PEM private key (PKCS#8), or the 32-byte Ed25519 seed in
     base64 or in hex."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from functools import cached_property
 from types import TracebackType
 from typing import Literal, Self
 
@@ -18,7 +19,7 @@ from ledger.keyring import Keyring, load_keyring
 from ledger.persistence.appends import JobAppend, JobAppended
 from ledger.persistence.base import Store
 from ledger.persistence.open import open_store
-from ledger.receipts import signing_key_from
+from ledger.receipts import configured_signing_key
 from ledger.runtime.batching import GroupCommit
 from ledger.settings import Settings, load_settings
 from ledger.telemetry import telemetry
@@ -38,8 +39,6 @@ class Ledger:
         # FROM_SETTINGS: loaded when first needed; None: this ledger has no secrets key.
         self._keyring = keyring
         self._limits: Limits | None = None  # read from the settings when first needed
-        self._settings: Settings | None = None
-        self._signing: tuple[Ed25519PrivateKey | None] | None = None
 
     def _append_jobs(self, items: Sequence[JobAppend]) -> list[JobAppended]:
         start = time.perf_counter()
@@ -54,21 +53,16 @@ class Ledger:
             self._request_key = self.store.request_key()
         return self._request_key
 
-    @property
+    @cached_property
     def settings(self) -> Settings:
         """The process's settings, read once for this ledger: every use case that needs one
         reads it here, never the environment again."""
-        if self._settings is None:
-            self._settings = load_settings()
-        return self._settings
+        return load_settings()
 
-    @property
+    @cached_property
     def signing_key(self) -> Ed25519PrivateKey | None:
         """The key tree heads are signed with (`OUTCOMES_SIGNING_KEY`), parsed once."""
-        if self._signing is None:
-            raw = self.settings.signing_key
-            self._signing = (signing_key_from(raw) if raw else None,)
-        return self._signing[0]
+        return configured_signing_key(self.settings.signing_key)
 
     @property
     def secrets(self) -> Keyring | None:

@@ -296,20 +296,22 @@ class Executor:
         finally:
             if made is not None:
                 made.end()
-        self._observe_outcome(view, payload, recorded.late)
+        after = status_after(view, payload)  # folded once: the log, the metric and the answer
+        self._observe_outcome(view, payload, recorded.late, after)
         retry = None
         if isinstance(payload, WorkRetryScheduled) and not recorded.late:
             retry = max(0.0, (payload.due_at - datetime.now(UTC)).total_seconds())
             if self.outbox is not None:
                 self.outbox.send_version(job_id, recorded.version, retry, view.tool, view)
-        status = None if recorded.late else status_after(view, payload)
+        status = None if recorded.late else after
         return Execution(
             job_id, ClaimResult.CLAIMED, payload.type, recorded.late, retry, status, payload.code
         )
 
-    def _observe_outcome(self, view: JobView, payload: Payload, late: bool) -> None:
-        event_log.outcome(view, payload, self.worker_id, late)
-        status = status_after(view, payload)
+    def _observe_outcome(
+        self, view: JobView, payload: Payload, late: bool, status: Status | None
+    ) -> None:
+        event_log.outcome(view, payload, self.worker_id, late, status)
         if status is not None and status.terminal and not late:
             elapsed = (now() - view.created_at).total_seconds()
             telemetry().outcome_recorded(view.tool, status.value, elapsed)
@@ -318,7 +320,7 @@ class Executor:
         """A brake held the job at its claim: `work.halted` is its outcome."""
         halted = WorkHalted(attempt=view.attempts + 1, error=view.error) if view.error else None
         if halted is not None:
-            self._observe_outcome(view, halted, late=False)
+            self._observe_outcome(view, halted, False, status_after(view, halted))
 
     def _heartbeat(self, job_id: str, attempt: int) -> None:
         try:

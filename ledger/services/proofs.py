@@ -32,11 +32,11 @@ from ledger.persistence.tree_contract import TreeState
 from ledger.receipts import (
     SignedHead,
     canonical,
+    configured_signing_key,
     consistency_document,
     inclusion_receipt,
     key_id,
     public_key_text,
-    signing_key_from,
 )
 from ledger.runtime.ledger import Ledger
 from ledger.settings import load_settings
@@ -45,8 +45,7 @@ from ledger.settings import load_settings
 def signing_key() -> Ed25519PrivateKey | None:
     """The ledger's Ed25519 signing key (`OUTCOMES_SIGNING_KEY`), if it has one, for a command
     that holds no ledger (`audit public-key`); a ledger reads it once (`Ledger.signing_key`)."""
-    raw = load_settings().signing_key
-    return signing_key_from(raw) if raw else None
+    return configured_signing_key(load_settings().signing_key)
 
 
 def public_key() -> str | None:

@@ -137,8 +137,8 @@ def _record(ledger: Ledger, finding: Finding) -> JobView | None:
 
 
 def _observe(view: JobView, finding: Finding, moment: datetime) -> None:
-    event_log.finding(view, finding.payload)
     status = status_after(view, finding.payload)
+    event_log.finding(view, finding.payload, status)
     if status is not None and status.terminal:
         seconds = (moment - view.created_at).total_seconds()
         telemetry().outcome_recorded(view.tool, status.value, seconds)
