@@ -1,9 +1,9 @@
 """The event loop that runs `async def` tools: one loop, on one daemon thread, per process.
 
 Why one shared loop rather than one per worker thread:
-- the task threads already bound how many tools run at once and enforce each deadline and
-  lease from outside the loop, so a loop per thread would buy no extra safety, only a thread
-  per async tool again;
+- the task threads already bound how many tools run at once, and the watchdog keeps each
+  deadline and lease from outside the loop, so a loop per thread would buy no extra safety,
+  only a thread per async tool again;
 - asyncio resources (an `httpx.AsyncClient`, a connection pool) belong to the loop that made
   them: on one long-lived loop a tool module can keep one for every job, across threads;
 - a task on a loop can be cancelled at its deadline (a thread cannot): `CancelledError` at its

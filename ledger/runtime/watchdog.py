@@ -1,12 +1,14 @@
-"""One thread that keeps watch over the tools running on threads nobody waits on.
+"""One thread that keeps watch over every running tool of the process: the one deadline
+mechanism (`services.execute.Executor.start`), for `def` and `async def` tools alike.
 
 A tool used to run on a thread of its own while its job's thread waited for it, renewing the
 lease every third of it and giving up at the deadline. That hand-off between two threads cost
-a worker more CPU than the job's bookkeeping. Here the tool's thread runs the tool and then
-its job's remaining steps; the watchdog renews the leases of every watched tool on time and,
-when a tool outlives its deadline, ends its job through `on_deadline` while the tool goes on
-(a thread cannot be killed). Whichever comes first settles the job: the tool's return or its
-deadline; the other learns it lost and does nothing.
+a worker more CPU than the job's bookkeeping. Here the tool's thread runs the tool (or waits
+for an `async def` tool's task on the tool loop) and then its job's remaining steps; the
+watchdog renews the leases of every watched tool on time and, when a tool outlives its
+deadline, ends its job through `on_deadline` while the tool goes on (a thread cannot be
+killed; a task is cancelled by `on_deadline`). Whichever comes first settles the job: the
+tool's return or its deadline; the other learns it lost and does nothing.
 """
 
 from __future__ import annotations
