@@ -37,11 +37,12 @@ def normalize_url(url: str) -> str:
     return url
 
 
-def libpq_dsn(engine: Engine) -> str:
+def libpq_dsn(engine: Engine, *settings: str) -> str:
     """A libpq connection string for a Postgres engine's database: what psycopg's own
-    connections (LISTEN, the event loop's reads) take."""
+    connections (LISTEN, the event loop's reads) take; `settings` ("name=value") are set for
+    the connection's life, after the URL's own options."""
     url = engine.url.set(drivername="postgresql")
-    options = without_jit(url.query.get("options"))
+    options = " ".join([without_jit(url.query.get("options")), *(f"-c {s}" for s in settings)])
     plain = url.difference_update_query(["options"]).render_as_string(hide_password=False)
     return make_conninfo(plain, options=options)  # libpq URIs read "+" as itself, not a space
 

@@ -44,7 +44,7 @@ from ledger.persistence.base import (
 )
 from ledger.persistence.engine import READ_ONLY, changes_bells, libpq_dsn
 from ledger.persistence.errors import translated
-from ledger.persistence.loop_reads import LoopJobReads, job_answer, job_statement
+from ledger.persistence.loop_reads import POINT_READS, LoopJobReads, job_answer, job_statement
 from ledger.persistence.projections import Projection, default_projections
 from ledger.persistence.schema import (
     REQUEST_KEY,
@@ -138,13 +138,18 @@ class SqlStore(SqlSequencing, SqlArchives, Store):
         if self.dialect != "postgresql":
             return super().read_job(job_id, token_id)
         statement, params = job_statement(job_id, token_id)
-        row = self._autocommit(lambda conn: conn.execute(statement, params).fetchone())
-        return job_answer(row, token_id)
+
+        # Planned at each read (never a plan the pool's connection cached while the newest
+        # window of `jobs` was small, which would scan it whole: loop_reads.POINT_READS).
+        def read(conn: psycopg.Connection[Any]) -> Any:
+            return conn.execute(statement, params, prepare=False).fetchone()
+
+        return job_answer(self._autocommit(read), token_id)
 
     def loop_job_reads(self) -> LoopJobReads | None:
         if self.dialect != "postgresql":
             return None
-        return LoopJobReads(libpq_dsn(self.engine))
+        return LoopJobReads(libpq_dsn(self.engine, *POINT_READS))
 
     def _read_page(self, after: int, limit: int) -> Sequence[RowT]:
         with self.connection() as conn, translated():

@@ -240,7 +240,9 @@ class SqlWrites(
         driver = self.conn.connection.driver_connection
         assert isinstance(driver, psycopg.Connection)
         with translated():
-            rows = driver.execute(_JOBS_TEXT, (list(job_ids),)).fetchall()
+            # Planned at each claim, never from a plan cached while the newest window of `jobs`
+            # was small (it would scan it whole: loop_reads.POINT_READS).
+            rows = driver.execute(_JOBS_TEXT, (list(job_ids),), prepare=False).fetchall()
         views = (JobView.model_validate_json(row[0]) for row in rows)
         return {view.job_id: view for view in views}
 

@@ -23,8 +23,14 @@
 -- holder's view); a new job's quota has room: fewer than its limit of the account's jobs of
 -- the tool accepted in the window ('quota', answered with the oldest one's creation). Then
 -- the events, the read-model row, the lease and the notification.
+--
+-- Since 0024 the function runs with `enable_seqscan = off`: every lookup in it is by a key an
+-- index holds, and its plans are cached per session. A plan made while the newest partition was
+-- small (just made, or VACUUMed empty) scanned that partition whole, and kept scanning it at
+-- each lookup as it grew, until something invalidated the plan (at 1M jobs an agent's call
+-- slowed by 10 ms, and a fill slowed tenfold past 700k jobs).
 CREATE OR REPLACE FUNCTION outcomes_append_jobs(p_items jsonb) RETURNS jsonb
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET enable_seqscan = off AS $$
 DECLARE
     n_items integer := coalesce(jsonb_array_length(p_items), 0);
     n_events integer;

@@ -24,6 +24,9 @@
 -- removes the one a hundred ticks older): an update of one row would leave a dead version per
 -- tick that a transaction held open keeps from being pruned, and every tick would walk them all
 -- (0015). With no tick row yet, the state 0014 left in `ledger_sequencer`.
+--
+-- Since 0024 a tick runs with `enable_seqscan = off` (as `outcomes_append_jobs`, whose file
+-- says why): its plans, cached per session, never scan a table that was small when planned.
 CREATE OR REPLACE FUNCTION outcomes_sequencer_at()
 RETURNS TABLE (tick bigint, head bigint, head_hash text, snapshot pg_snapshot,
                ticked_at timestamptz)
@@ -124,7 +127,7 @@ LANGUAGE sql STABLE AS $$
 $$;
 
 CREATE OR REPLACE FUNCTION outcomes_sequence(p_wait boolean) RETURNS integer
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET enable_seqscan = off AS $$
 DECLARE
     tick_number bigint;
     previous pg_snapshot;
