@@ -5,10 +5,12 @@ stream's head, an event id, a job's idempotency key, the brakes' pulls, the tick
 PL/pgSQL caches their plans for the session's life. A plan made while the newest partition of
 `events` or window of `jobs` was small (just made ahead, or VACUUMed while empty: its
 statistics then say zero rows) read that partition whole at each lookup, and went on doing so
-as it grew to its full size, until something invalidated the plan. At 1M jobs an agent's call
-took 10 ms longer at the median and 2.1x at the p99, and a fill slowed tenfold past 700k jobs
-(docs/capacity.md). With the scan refused, the planner takes the index whatever the statistics
-say, and a plan cached on an empty partition stays right when it is full.
+as it grew to its full size, until something invalidated the plan. A ledger VACUUMed empty
+and grown by 10k calls took an agent's p50 from 15 to 56 ms, and a 1M fill whose VACUUM caught
+its newest partition empty went from about 40k jobs a minute to about 1k past 700k
+(docs/capacity.md; not the cause of the 1M run's slower calls, which is the partitions'
+number). With the scan refused, the planner takes the index whatever the statistics say, and a
+plan cached on an empty partition stays right when it is full.
 
 The migration runs its own snapshots of both files (`0024_outcomes_append_jobs.sql`,
 `0024_outcomes_sequence.sql`: `migrations/functions/` as of this revision). Same names,
