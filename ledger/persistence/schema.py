@@ -50,12 +50,20 @@ from ledger.persistence.schema_order import (
     merkle_nodes,
     views,
 )
-from ledger.persistence.schema_read_models import READ_MODEL_TABLES, brakes, jobs, tokens, webhooks
+from ledger.persistence.schema_read_models import (
+    NOT_FOLDED,
+    READ_MODEL_TABLES,
+    brakes,
+    jobs,
+    tokens,
+    webhooks,
+)
 
 __all__ = [
     "APPEND_ONLY_CONSTRAINT",
     "APP_ROLE_CONSTRAINT",
     "JOBS_PARTITION_KEY",
+    "NOT_FOLDED",
     "PARTITIONED_WITHOUT_PK",
     "PARTITION_GUARDS",
     "PARTITION_SIZE_KEY",
@@ -105,7 +113,7 @@ __all__ = [
 
 # The revision this code reads and writes: a ledger at an older one is not ready (/readyz) until
 # `outcomes migrate` runs (tests/persistence/test_migrations.py holds it to Alembic's head).
-SCHEMA_REVISION = "0024"
+SCHEMA_REVISION = "0025"
 
 
 def unique_constraints() -> dict[str, tuple[str, ...]]:

@@ -15,6 +15,10 @@ from sqlalchemy import (
 
 from ledger.persistence.schema_metadata import JobId, Json, Position, StatusText, Time, metadata
 
+# Columns a store keeps for its own lookups, not folded from the events: the read-model check
+# and a rebuild leave them out.
+NOT_FOLDED = frozenset({"first_position"})
+
 jobs = Table(
     "jobs",
     metadata,
@@ -35,6 +39,11 @@ jobs = Table(
     Column("due_at", Time, nullable=True),
     # The whole JobView; the columns above are copies kept for indexes and filters.
     Column("view", Json, nullable=False),
+    # Not folded from the view: where the job's stream begins (its first event's write
+    # position), kept by the Postgres append function so that its lookups read only the
+    # partitions from there on (0025). NULL where unknown (rows from before 0025, rows a
+    # rebuild inserted, SQLite): every partition is read.
+    Column("first_position", Position, nullable=True),
     Index("ix_jobs_account_position", "account", "ledger_position"),
     Index("ix_jobs_position", "ledger_position"),
     Index("uq_jobs_account_idempotency_key", "account", "idempotency_key", unique=True),

@@ -33,6 +33,7 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from ledger.clock import utc
 from ledger.events import RecordedEvent
 from ledger.persistence.schema import (
+    NOT_FOLDED,
     READ_MODEL_TABLES,
     events,
     ledger_events,
@@ -82,9 +83,14 @@ def table_of(name: str) -> tuple[Table, Column[Any], ReadModel[Any]]:
 
 
 def stored_columns(table: Table) -> list[ColumnElement[Any]]:
-    """Every column; the view as text, decoded by `as_stored`: a view damaged into something
-    that is not JSON must reach the comparison as it is, not fail the whole page."""
-    return [cast(c, Text).label(c.name) if c.name == "view" else c for c in table.c]
+    """Every folded column (not `NOT_FOLDED`'s); the view as text, decoded by `as_stored`: a
+    view damaged into something that is not JSON must reach the comparison as it is, not fail
+    the whole page."""
+    return [
+        cast(c, Text).label(c.name) if c.name == "view" else c
+        for c in table.c
+        if c.name not in NOT_FOLDED
+    ]
 
 
 def as_stored(name: str, value: Any) -> Any:

@@ -14,7 +14,7 @@ from sqlalchemy import Engine, select, text
 
 from ledger.persistence import migrate
 from ledger.persistence.engine import make_engine
-from ledger.persistence.schema import jobs
+from ledger.persistence.schema import NOT_FOLDED, jobs
 from ledger.persistence.sql_store import SqlStore
 from ledger.runtime.ledger import Ledger
 from ledger.services import archive, audit
@@ -139,7 +139,9 @@ def test_the_application_role_writes_reads_and_makes_partitions_but_cannot_drop_
 
 def _rows(engine: Engine) -> list[tuple[object, ...]]:
     with engine.connect() as conn:
-        return [tuple(r) for r in conn.execute(select(jobs).order_by(jobs.c.job_id))]
+        # The folded columns: a ledger at 0019 has no `first_position` (0025) yet.
+        folded = [c for c in jobs.c if c.name not in NOT_FOLDED]
+        return [tuple(r) for r in conn.execute(select(*folded).order_by(jobs.c.job_id))]
 
 
 def test_the_migration_moves_a_ledgers_jobs_v4_and_v7_intact(
