@@ -49,9 +49,11 @@
 -- partition, though the executor prunes those below the bound), and the planning cost more than
 -- the lookups: at 30 partitions a call of 100 items took 51 ms planned each time, 37 ms with
 -- generic plans (and 31 ms on an empty ledger of 5 partitions). `enable_seqscan = off` keeps a
--- generic plan made on a small partition an index lookup (0024).
+-- generic plan made on a small partition an index lookup (0024), and no lookup here is worth
+-- starting parallel workers for (the sequencer's tick was, before 0025: outcomes_sequence.sql).
 CREATE OR REPLACE FUNCTION outcomes_append_jobs(p_items jsonb) RETURNS jsonb
-LANGUAGE plpgsql SET enable_seqscan = off SET plan_cache_mode = force_generic_plan AS $$
+LANGUAGE plpgsql SET enable_seqscan = off SET plan_cache_mode = force_generic_plan
+SET max_parallel_workers_per_gather = 0 AS $$
 DECLARE
     n_items integer := coalesce(jsonb_array_length(p_items), 0);
     n_events integer;

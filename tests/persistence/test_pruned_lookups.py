@@ -239,3 +239,21 @@ def test_the_loop_reads_answer_a_revoked_token(store: SqlStore) -> None:
             await reads.close()
 
     assert asyncio.run(read()) == (False, False)
+
+
+def test_the_tick_and_the_append_never_plan_in_parallel_and_the_append_plans_once(
+    store: SqlStore,
+) -> None:
+    """Over many partitions the planner made the tick's lookup a parallel one (starting its
+    workers cost 22.7 ms an idle tick at 30 partitions, 5.7 ms serial), and the plan cache
+    planned the append's lookups again at every call: both are settings of the functions."""
+    query = text(
+        "SELECT p.proname, p.proconfig FROM pg_proc p"
+        " WHERE p.proname IN ('outcomes_unsequenced', 'outcomes_append_jobs')"
+    )
+    with store.connection() as conn:
+        found = {str(name): set(config) for name, config in conn.execute(query)}
+    assert "max_parallel_workers_per_gather=0" in found["outcomes_unsequenced"]
+    assert {"max_parallel_workers_per_gather=0", "plan_cache_mode=force_generic_plan"} <= found[
+        "outcomes_append_jobs"
+    ]
