@@ -61,6 +61,7 @@ import httpx
 import psycopg
 
 from bench._common import libpq_url, migrate, scratch_database, sqlalchemy_url
+from bench.agents import TAIL, Timed, phases
 from bench.growth_fill import Filled, align, autovacuum_on, fill, time_three_writes, vacuum
 from bench.growth_probes import (
     Ran,
@@ -115,7 +116,11 @@ def measure(stage: Stage, url: str, env: dict[str, str], logs: Path, calls: int)
         auditor = tokens.create(ledger, "*", "auditor", None, "bench-growth").token
         operator = tokens.create(ledger, "*", "operator", None, "bench-growth").token
     with deployment(env, logs) as (base, _pid):
-        f["agent_p50_ms"], f["agent_p99_ms"] = p50_p99(agent_latencies(base, agent, calls))
+        timed: list[Timed] = []
+        f["agent_p50_ms"], f["agent_p99_ms"] = p50_p99(agent_latencies(base, agent, calls, timed))
+        # Where an agent's time goes at this size: the median call's phases and the slowest 1%'s.
+        f["agent_phases_ms"] = phases(url, timed)
+        f["agent_tail_phases_ms"] = phases(url, timed, slowest=TAIL)
         with httpx.Client(base_url=base, timeout=600) as client:
             f["readyz_ms"] = request_ms(client, "/readyz", 20)
             client.headers["Authorization"] = f"Bearer {operator}"

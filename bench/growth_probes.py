@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 
 from bench._common import percentile
-from bench.agents import OursAgents, closed_loop
+from bench.agents import OursAgents, Timed, closed_loop
 from bench.http import api_server
 from bench.throughput_workers import (
     Pool,
@@ -85,14 +85,20 @@ def deployment(env: dict[str, str], logs: Path) -> Iterator[tuple[str, int]]:
         yield stack.enter_context(api_server(env, logs))
 
 
-def agent_latencies(base: str, token: str, calls: int) -> list[float]:
-    """One agent's closed loop (submit, long-poll to the outcome, next): every call's ms."""
+def agent_latencies(
+    base: str, token: str, calls: int, timed: list[Timed] | None = None
+) -> list[float]:
+    """One agent's closed loop (submit, long-poll to the outcome, next): every call's ms;
+    `timed` receives the timed calls' moments (for `bench.agents.phases`)."""
     agents = OursAgents(base, token, 1)
     try:
         closed_loop(10, 1, agents.call)  # warm-up
+        del agents.timed[:]
         _, found = closed_loop(calls, 1, agents.call)
     finally:
         agents.close()
+    if timed is not None:
+        timed.extend(agents.timed)
     return [1000 * s for s in found]
 
 

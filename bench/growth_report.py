@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bench._common import render_table
+from bench.agents import PHASES
 
 MB = 1024 * 1024
 
@@ -31,6 +32,12 @@ def _ran(key: str) -> Callable[[dict[str, Any]], str]:
     return show
 
 
+def _phase(name: str) -> Callable[[dict[str, Any]], str]:
+    """A phase of the agent's timed calls (bench.agents.PHASES): the median call's, the
+    slowest 1%'s."""
+    return lambda f: f"{f['agent_phases_ms'][name]:.1f} / {f['agent_tail_phases_ms'][name]:.1f}"
+
+
 ROWS: list[tuple[str, Callable[[dict[str, Any]], str]]] = [
     ("agent call p50 / p99 (ms)", lambda f: f"{f['agent_p50_ms']:.1f} / {f['agent_p99_ms']:.1f}"),
     (
@@ -50,6 +57,7 @@ ROWS: list[tuple[str, Callable[[dict[str, Any]], str]]] = [
         "agent p99 idle / during rebuild (ms)",
         lambda f: f"{f['idle_p99_ms']:.0f} / {f['rebuild_p99_ms']:.0f}",
     ),
+    *((f"  phase, median / slowest 1% (ms): {name}", _phase(name)) for name, _, _ in PHASES),
     ("100 jobs' three writes (ms)", lambda f: f"{f['three_writes_ms']:.1f}"),
     ("database (MB)", lambda f: f"{f['db_bytes'] / MB:.0f}"),
     ("time to fill so far (s)", lambda f: f"{f.get('fill_s', 0):.0f}"),

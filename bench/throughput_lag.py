@@ -36,7 +36,7 @@ SETTLE_S = 30.0  # the longest the events of a round may wait for their position
 PROBE_S = 0.005
 COMMITTED_UNSEQUENCED = (
     "SELECT statement_timestamp(), u.event_position FROM outcomes_sequencer_at() a,"
-    " outcomes_unsequenced(a.snapshot, pg_current_snapshot()) u"
+    " outcomes_unsequenced(a.snapshot, pg_current_snapshot(), a.unsequenced_above) u"
 )
 
 

@@ -64,6 +64,13 @@ ledger_ticks = Table(
     # perfect subtrees, largest first, 32 bytes each (None: a tick before 0021).
     Column("tree_size", BigInteger, nullable=True),
     Column("frontier", LargeBinary, nullable=True),
+    # The tick's bound (migration 0026, migrations/functions/outcomes_sequence.sql): the last
+    # write position given out before the tick took its transaction id, that id, and the
+    # position every event the next tick can find lies above (None: a tick before 0026, or
+    # SQLite's, which has no ticks).
+    Column("position_given", BigInteger, nullable=True),
+    Column("tick_xid", BigInteger, nullable=True),
+    Column("unsequenced_above", BigInteger, nullable=True),
 )
 
 # The Merkle tree over ledger order (migration 0021, docs/integrity.md "Proofs"): every

@@ -24,7 +24,8 @@ _SEQUENCER_STATE = text(
     " (SELECT s.dense_from FROM ledger_sequencer s WHERE s.id = 1) AS dense_from,"
     " outcomes_partitions_ahead() AS ahead"
     " FROM outcomes_sequencer_at() a"
-    " LEFT JOIN outcomes_unsequenced(a.snapshot, pg_current_snapshot()) u ON true"
+    " LEFT JOIN outcomes_unsequenced(a.snapshot, pg_current_snapshot(), a.unsequenced_above) u"
+    " ON true"
     " GROUP BY a.head, a.tick, a.ticked_at"
 )
 # A committed event the sequencer's last snapshot already saw, yet with no order row.
