@@ -12,7 +12,10 @@ first), to study what a figure measured; drop it when done.
    outcome as three batched appends, sequenced as it goes, as the reconciler would).
 2. At each stage, with a deployment running (`outcomes serve --api-only`, two `outcomes
    worker`s on RabbitMQ, `outcomes reconcile`):
-   - 100 jobs' three writes (median of 7, in this process, before the deployment starts);
+   - 100 jobs' three writes (median of 7, in this process, before the deployment starts),
+     right after the fill and again after a CHECKPOINT (the goal judges the second: the
+     fill's pages are still being written out, and every commit waits behind them);
+   - where an agent's call goes (bench.agents.phases), its median call's and slowest 1%'s;
    - one agent's closed loop (submit a no-op, long-poll its outcome): p50 and p99;
    - `GET /readyz`, a `/metrics` scrape, `GET /v1/audit/summary`, the console's jobs and
      audit pages (median ms);
@@ -50,6 +53,7 @@ import json
 import os
 import tempfile
 import threading
+import time
 import uuid
 from collections.abc import Sequence
 from contextlib import ExitStack
@@ -111,6 +115,13 @@ def table_bytes(url: str) -> tuple[int, dict[str, int]]:
 def measure(stage: Stage, url: str, env: dict[str, str], logs: Path, calls: int) -> None:
     f = stage.figures
     with open_ledger(url, pool_size=2) as ledger:
+        # Right after the fill and its VACUUM, the database is still writing their pages out
+        # (gigabytes at 1M: a checkpoint spread over minutes), and each commit's flush waits
+        # behind them. Timed then, and again once a CHECKPOINT has written them, as a ledger
+        # grown at its own pace would be; the goals judge the second, and every later figure
+        # is measured after it.
+        f["three_writes_after_fill_ms"] = time_three_writes(ledger)
+        f["checkpoint_s"] = checkpoint(url)
         f["three_writes_ms"] = time_three_writes(ledger)
         agent = tokens.create(ledger, "acct-0", "agent", None, "bench-growth").token
         auditor = tokens.create(ledger, "*", "auditor", None, "bench-growth").token
@@ -140,6 +151,14 @@ def measure(stage: Stage, url: str, env: dict[str, str], logs: Path, calls: int)
         f["idle_p99_ms"] = p50_p99(agent_latencies(base, agent, calls))[1]
         f["rebuild"], f["rebuild_p99_ms"] = _rebuild_under_load(base, agent, env)
     f["db_bytes"], f["tables"] = table_bytes(url)
+
+
+def checkpoint(url: str) -> float:
+    """A CHECKPOINT (the scratch database's superuser): its seconds."""
+    begun = time.perf_counter()
+    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
+        conn.execute("CHECKPOINT")
+    return time.perf_counter() - begun
 
 
 def _rebuild_under_load(base: str, token: str, env: dict[str, str]) -> tuple[dict[str, Any], float]:

@@ -59,6 +59,10 @@ ROWS: list[tuple[str, Callable[[dict[str, Any]], str]]] = [
     ),
     *((f"  phase, median / slowest 1% (ms): {name}", _phase(name)) for name, _, _ in PHASES),
     ("100 jobs' three writes (ms)", lambda f: f"{f['three_writes_ms']:.1f}"),
+    (
+        "  the same right after the fill, before a CHECKPOINT (ms; s it took)",
+        lambda f: f"{f['three_writes_after_fill_ms']:.1f}; {f['checkpoint_s']:.1f} s",
+    ),
     ("database (MB)", lambda f: f"{f['db_bytes'] / MB:.0f}"),
     ("time to fill so far (s)", lambda f: f"{f.get('fill_s', 0):.0f}"),
     ("of which VACUUM (s; autovacuum off)", lambda f: f"{f.get('vacuum_s', 0):.0f}"),
