@@ -17,8 +17,9 @@
 -- event id, one terminal event per job stream — are each partition's unique indexes here, a
 -- guard within a partition; across partitions the writers check them under the stream's lock
 -- (outcomes_append_jobs, the store's single-stream append). docs/integrity.md says what that
--- leaves open. This file is the functions as the newest migration creates them (0020, which
--- added the jobs' partitions below); that migration runs its copy.
+-- leaves open. This file is the functions as the newest migration creates them (0026, which
+-- shortened the maker's lock timeout; 0020 added the jobs' partitions below); that migration
+-- runs its copy.
 
 -- The newest write position handed out (0 before the first event).
 CREATE OR REPLACE FUNCTION outcomes_written_position() RETURNS bigint
@@ -163,8 +164,12 @@ $$;
 
 CREATE OR REPLACE FUNCTION outcomes_make_partitions(p_ahead integer) RETURNS integer
 LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT
--- Never a long wait behind an archive's or a migration's lock: the next call makes them.
-SET lock_timeout = '5s' AS $$
+-- Never a long wait behind another transaction's lock: the next call makes them (the leader
+-- calls every 10 s, and keeps several ahead). Attaching a window of `jobs` locks its default
+-- partition exclusively, and every query on `jobs` queues behind that request while it waits:
+-- during a rebuild at 1M jobs, whose pages hold the partition for seconds, each attempt stopped
+-- every agent's call for up to the 5 s this was (0026: 50 ms).
+SET lock_timeout = '50ms' AS $$
 DECLARE
     size bigint;
     written bigint;

@@ -15,8 +15,14 @@ the ticks after it read from 0, every partition, as before, until one keeps a bo
 SQLite gets the columns (one schema for both stores) and never fills them: it orders events
 at write.
 
-The migration runs its own snapshot of the sequencer's functions (`0026_outcomes_sequence.sql`:
-`migrations/functions/` as of this revision).
+The partitions' maker waits at most 50 ms for a lock (5 s before): attaching a window of
+`jobs` locks its default partition exclusively, and every query on `jobs` queued behind the
+request while it waited, so during a rebuild at 1M jobs each attempt stopped every agent's call
+for seconds. It gives up and the next call (every 10 s) makes the partition.
+
+The migration runs its own snapshots of the sequencer's and the partitions' functions
+(`0026_outcomes_sequence.sql`, `0026_outcomes_partitions.sql`: `migrations/functions/` as of
+this revision).
 
 Revision ID: 0026
 Revises: 0025
@@ -57,6 +63,7 @@ def upgrade() -> None:
     for statement in OLD_FUNCTIONS:
         op.execute(statement)
     op.execute((HERE / "0026_outcomes_sequence.sql").read_text())
+    op.execute((HERE / "0026_outcomes_partitions.sql").read_text())
     op.execute(POSITION_DEFAULT.format("outcomes_event_position()"))
 
 
@@ -67,5 +74,6 @@ def downgrade() -> None:
         for statement in NEW_FUNCTIONS:
             op.execute(statement)
         op.execute((HERE / "0025_outcomes_sequence.sql").read_text())
+        op.execute((HERE / "0020_outcomes_partitions.sql").read_text())
     for name in reversed(COLUMNS):
         op.drop_column("ledger_ticks", name)
