@@ -45,7 +45,8 @@
 --   transaction may hold an id past it, taken before the snapshot);
 -- - so they lie above the `position_given` of the newest kept tick whose `tick_xid` is below
 --   this snapshot's xmin. The bound never falls (xmin only grows); a transaction held open past
---   the hundred ticks kept holds it where it was: slower, never wrong.
+--   the hundred ticks kept holds it where it was: slower, never wrong. (A snapshot's xmin is
+--   the whole server's: a writer open in another database holds the bound back too.)
 -- Ticks from before 0026 (and a tick called inside a transaction that had an id already) keep
 -- no `position_given`: until one does, ticks read from 0, every partition, as before. A row
 -- written by hand with its own position, not the default, is outside this promise.
