@@ -14,28 +14,17 @@ import pytest
 from sqlalchemy import text
 
 from ledger.errors import StorageError
-from ledger.persistence import migrate
 from ledger.persistence.engine import make_engine
 from ledger.persistence.sql_store import SqlStore
-from tests.databases import create_database, drop_database, pg_url, require_postgres, unique_name
 
 WINDOWS = "SELECT count(*) FROM jobs_partitions WHERE dropped_at IS NULL"
 SETTINGS = "SELECT proconfig FROM pg_proc WHERE proname = 'outcomes_make_partitions'"
 
 
 @pytest.fixture
-def store() -> Iterator[SqlStore]:
-    require_postgres()
-    name = unique_name("outcomes_maker_locks")
-    create_database(name)
-    engine = make_engine(pg_url(name), pool_size=3)
-    try:
-        migrate.upgrade(engine)
-        with SqlStore(engine) as opened:
-            yield opened
-    finally:
-        engine.dispose()
-        drop_database(name)
+def store(pg_database: str) -> Iterator[SqlStore]:
+    with SqlStore(make_engine(pg_database, pool_size=3)) as opened:
+        yield opened
 
 
 def windows(store: SqlStore) -> int:

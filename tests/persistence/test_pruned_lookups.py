@@ -13,6 +13,7 @@ import asyncio
 import json
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 
 import psycopg
@@ -51,14 +52,17 @@ JOBS_PARTITIONS_SCANNED = (
 )
 
 
-@pytest.fixture
-def store(monkeypatch: pytest.MonkeyPatch) -> Iterator[SqlStore]:
-    """A Postgres ledger of partitions of SIZE positions, grown to six of them."""
+@contextmanager
+def partitioned_store(
+    monkeypatch: pytest.MonkeyPatch, prefix: str, pool_size: int = 2
+) -> Iterator[SqlStore]:
+    """A Postgres ledger of partitions of SIZE positions, grown to six of them (the size is
+    fixed at the first migration, so no template database serves)."""
     require_postgres()
     monkeypatch.setenv("OUTCOMES_PARTITION_SIZE", str(SIZE))
-    name = unique_name("outcomes_pruned")
+    name = unique_name(prefix)
     create_database(name)
-    engine = make_engine(pg_url(name), pool_size=2)
+    engine = make_engine(pg_url(name), pool_size=pool_size)
     try:
         migrate.upgrade(engine)
         with SqlStore(engine) as opened:
@@ -67,6 +71,12 @@ def store(monkeypatch: pytest.MonkeyPatch) -> Iterator[SqlStore]:
     finally:
         engine.dispose()
         drop_database(name)
+
+
+@pytest.fixture
+def store(monkeypatch: pytest.MonkeyPatch) -> Iterator[SqlStore]:
+    with partitioned_store(monkeypatch, "outcomes_pruned") as opened:
+        yield opened
 
 
 def three_writes(store: SqlStore, count: int) -> list[str]:

@@ -16,36 +16,21 @@ from contextlib import ExitStack
 import pytest
 from sqlalchemy import text
 
-from ledger.persistence import migrate
 from ledger.persistence.appends import AppendStatus, JobAppend
-from ledger.persistence.engine import make_engine
 from ledger.persistence.sql_store import SqlStore
 from tests.concurrent_writers import wait_until
-from tests.databases import create_database, drop_database, pg_url, require_postgres, unique_name
 from tests.factories import accepted
-from tests.persistence.test_pruned_lookups import SCANS_BELOW, grow
+from tests.persistence.test_pruned_lookups import SCANS_BELOW, SIZE, partitioned_store
 
-SIZE = 30  # positions a partition: ten jobs' events
 BOUND = "SELECT unsequenced_above FROM outcomes_sequencer_at()"
 ORDERED = "SELECT count(*) FROM ledger_order WHERE event_position = :p"
 
 
 @pytest.fixture
 def store(monkeypatch: pytest.MonkeyPatch) -> Iterator[SqlStore]:
-    """A Postgres ledger of partitions of SIZE positions, grown to six of them."""
-    require_postgres()
-    monkeypatch.setenv("OUTCOMES_PARTITION_SIZE", str(SIZE))
-    name = unique_name("outcomes_tick_bound")
-    create_database(name)
-    engine = make_engine(pg_url(name), pool_size=4)
-    try:
-        migrate.upgrade(engine)
-        with SqlStore(engine) as opened:
-            grow(opened, 60)
-            yield opened
-    finally:
-        engine.dispose()
-        drop_database(name)
+    """Partitions of SIZE positions, six of them written; writers held open beside ticks."""
+    with partitioned_store(monkeypatch, "outcomes_tick_bound", pool_size=4) as opened:
+        yield opened
 
 
 def scalar(store: SqlStore, query: str, **params: object) -> int:
