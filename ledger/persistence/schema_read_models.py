@@ -41,8 +41,8 @@ jobs = Table(
     Column("view", Json, nullable=False),
     # Not folded from the view: where the job's stream begins (its first event's write
     # position), kept by the Postgres append function so that its lookups read only the
-    # partitions from there on (0025). NULL where unknown (rows from before 0025, rows a
-    # rebuild inserted, SQLite): every partition is read.
+    # partitions from there on (0025), and by `outcomes rebuild` on the rows it writes. NULL
+    # where unknown (rows from before 0025 no rebuild rewrote, SQLite): every partition is read.
     Column("first_position", Position, nullable=True),
     Index("ix_jobs_account_position", "account", "ledger_position"),
     Index("ix_jobs_position", "ledger_position"),

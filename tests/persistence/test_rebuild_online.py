@@ -179,6 +179,30 @@ def test_a_rebuild_runs_while_writers_write_and_readers_read(pg_database: str) -
         assert progress is not None and progress.finished_at is not None
 
 
+@pytest.mark.postgres
+def test_rows_a_rebuild_writes_keep_where_their_streams_begin(pg_database: str) -> None:
+    """The append function keeps where a job's stream begins (`first_position`), and its lookups
+    read only the partitions from there on; a row without it is looked for in every partition.
+    A row the rebuild inserts or rewrites gets it again, from the events the page read."""
+    with open_sql(pg_database) as store:
+        done = fill(store, 12)
+        begun = {v.job_id: (job_row(store, v.job_id) or {})["first_position"] for v in done}
+        assert all(isinstance(p, int) for p in begun.values())
+        edited, gone = done[0].job_id, done[1].job_id
+        with store.engine.begin() as conn:
+            conn.execute(
+                update(jobs)
+                .where(jobs.c.job_id == edited)
+                .values(status="failed", first_position=None)
+            )
+            conn.execute(delete(jobs).where(jobs.c.job_id == gone))
+        report = rebuild(Ledger(store))
+        assert (report.inserted, report.updated) == (1, 1)
+        for job_id in (edited, gone):
+            row = job_row(store, job_id)
+            assert row is not None and row["first_position"] == begun[job_id], job_id
+
+
 # --- stopped and resumed ---------------------------------------------------------------------
 
 
