@@ -17,9 +17,9 @@
 -- event id, one terminal event per job stream — are each partition's unique indexes here, a
 -- guard within a partition; across partitions the writers check them under the stream's lock
 -- (outcomes_append_jobs, the store's single-stream append). docs/integrity.md says what that
--- leaves open. This file is the functions as the newest migration creates them (0026, which
--- shortened the maker's lock timeout; 0020 added the jobs' partitions below); that migration
--- runs its copy.
+-- leaves open. This file is the functions as the newest migration creates them (0027, which
+-- makes the windows of `jobs` apart from the partitions of `events`; 0026 shortened the maker's
+-- lock timeout; 0020 added the jobs' partitions below); that migration runs its copy.
 
 -- The newest write position handed out (0 before the first event).
 CREATE OR REPLACE FUNCTION outcomes_written_position() RETURNS bigint
@@ -197,5 +197,15 @@ BEGIN
         top := top + size;
         made := made + 1;
     END LOOP;
-    RETURN made + outcomes_make_jobs_partitions(p_ahead);
+    -- The windows of `jobs` apart (0027): attaching one needs `jobs_default` exclusively, which
+    -- any open reader of `jobs` holds (an `audit verify` reads in one snapshot for minutes, hours
+    -- at 100M jobs). Without a window a new job lands in the default partition and moves into
+    -- its window once made; without a partition of `events` a write fails. So a lock not had
+    -- here gives up the windows alone, and the partitions of `events` made above stay made.
+    BEGIN
+        made := made + outcomes_make_jobs_partitions(p_ahead);
+    EXCEPTION WHEN lock_not_available THEN
+        NULL;  -- the next call makes them
+    END;
+    RETURN made;
 END $$;
