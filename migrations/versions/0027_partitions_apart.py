@@ -5,8 +5,8 @@ undid the partitions of `events` made before it. Attaching a window locks `jobs_
 exclusively, and any open reader of `jobs` holds that lock's weaker form: an `audit verify`
 reads the read models in one snapshot for its whole pass (minutes at 1M jobs, hours at 100M).
 For that long the maker made nothing, and once the partitions ahead were used up, every write
-failed for want of a partition. Seen in the growth benchmark at 1M jobs: while `audit verify`
-ran, each call of the maker ended in a lock timeout.
+failed for want of a partition. Seen at 1M jobs: a call of the maker for a window then
+due, made while the growth benchmark's `audit verify` ran, ended in a lock timeout.
 
 Now the windows are made in a block of their own: a lock not had gives up the windows alone
 (a new job lands in the default partition meanwhile, and moves into its window when it is
