@@ -50,7 +50,7 @@ class ConfirmationRecords:
         while not self._stop.wait(FLUSH_S):
             self.record_now()
             if self._backlog is not None:  # sampled here once a second (its own pace)
-                self._backlog.current()
+                self._backlog.sample_if_due()
 
     def stop(self) -> None:
         self._stop.set()

@@ -149,8 +149,8 @@ def _metrics(ledger: Ledger) -> object:
 
 def _backlog(ledger: Ledger) -> object:
     gauge = BacklogGauge(ledger, sample_s=0)
-    gauge.current()
-    return gauge.current()  # the second sample counts the starts since the first
+    gauge.sample_if_due()
+    return gauge.sample_if_due()  # the second sample counts the starts since the first
 
 
 USE_CASES: dict[str, Callable[[Ledger], object]] = {

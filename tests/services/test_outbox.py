@@ -9,6 +9,8 @@ import threading
 import time
 from collections.abc import Sequence
 
+import pytest
+
 from ledger.decisions import Caller, JobRequest
 from ledger.dispatch import Message
 from ledger.errors import DispatchError
@@ -185,3 +187,25 @@ def test_a_send_wakes_a_publisher_and_nobody_else(memory_ledger: Ledger) -> None
     assert "outbox-record" not in condition.waits
     # Each publisher's first wait, then at most one a job (the one its send woke).
     assert len(condition.waits) <= 2 + len(ids), condition.waits
+
+
+def test_no_submit_waits_for_a_sample_of_the_backlog(
+    memory_ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The backlog's figures are sampled on the recorder's thread only: a submit reads them as
+    they are, however old (a sample was 15-30 ms at 1M jobs, and the submit that found the
+    figures stale paid it, once a second: the agents' p99)."""
+    broker = Broker()
+    outbox = Outbox(memory_ledger, broker)
+    gauge = outbox.backlog
+    assert gauge is not None
+    sampled_on: list[str] = []
+    on_thread = threading.current_thread
+    monkeypatch.setattr(gauge, "_sample", lambda: sampled_on.append(on_thread().name))
+    gauge.sample_s = 0.0  # always due: whoever samples on a due gauge shows here
+    try:
+        submitted(memory_ledger, outbox, 5)
+        wait_until(lambda: bool(sampled_on), 10, "the recorder's thread to sample")
+    finally:
+        outbox.close()
+    assert set(sampled_on) == {"outbox-record"}, sampled_on
