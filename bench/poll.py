@@ -36,7 +36,6 @@ import json
 import os
 import resource
 import socket
-import statistics
 import subprocess
 import sys
 import threading
@@ -50,14 +49,9 @@ from fastapi import FastAPI, HTTPException
 from sqlalchemy import select
 
 from api.app import create_app
-from bench._common import (
-    exit_cleanly_on_sigterm,
-    migrate,
-    render_table,
-    scratch_database,
-    sqlalchemy_url,
-)
+from bench._common import exit_cleanly_on_sigterm, migrate, scratch_database, sqlalchemy_url
 from bench._store import SqlReads, jobs
+from bench.poll_report import BARE, OURS, ReadRun, percentile, print_table, report
 from bench.throughput_tools import NOOP_TOOL
 from ledger.decisions import Caller, JobRequest
 from ledger.events import NewEvent, WorkSucceeded
@@ -67,9 +61,7 @@ from ledger.services import tokens
 from ledger.services.submit import submit
 from ledger.services.work import ClaimResult, claim, record_outcome
 
-READ_GOAL, WAKE_GOAL_MS = 0.8, 20.0
 SEEDED_JOBS = 200
-OURS, BARE = "GET /v1/jobs/{id}", "bare SELECT endpoint"
 PACE_S = 0.003  # between recorded outcomes: wake-ups are measured one by one, not as a queue
 ACCOUNT, WORKER = "bench", "bench-poll:1"
 LEASE_S = 600.0  # the running jobs outlive the run: no reconciler runs, but say it
@@ -205,12 +197,6 @@ class Connection:
         self.writer.close()
 
 
-@dataclass(frozen=True)
-class ReadRun:
-    rate: float  # requests per second
-    p99_ms: float
-
-
 async def read_load(port: int, paths: list[str], token: str, n: int, conns: int) -> ReadRun:
     connections = [await Connection.open(port) for _ in range(conns)]
     latencies: list[float] = []
@@ -230,11 +216,6 @@ async def read_load(port: int, paths: list[str], token: str, n: int, conns: int)
     for conn in connections:
         conn.close()
     return ReadRun(n / elapsed, percentile(latencies, 99) * 1000)
-
-
-def percentile(values: list[float], pct: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(pct / 100 * len(ordered)) - 1))]
 
 
 # --- the ledger side ----------------------------------------------------------------------------
@@ -340,43 +321,6 @@ async def read_rounds(
                 await read_load(port, paths[variant], token, options.requests, options.concurrency)
             )
     return runs
-
-
-def report(reads: dict[str, list[ReadRun]], wakes: list[float]) -> dict[str, object]:
-    rate = {v: statistics.median(r.rate for r in runs) for v, runs in reads.items()}
-    p99 = {v: statistics.median(r.p99_ms for r in runs) for v, runs in reads.items()}
-    ratio = statistics.median(
-        o.rate / b.rate for o, b in zip(reads[OURS], reads[BARE], strict=True)
-    )
-    wake_p99 = percentile(wakes, 99)
-    return {
-        "reads": {v: {"rps": round(rate[v]), "p99_ms": round(p99[v], 2)} for v in rate},
-        "ratio": round(ratio, 3),
-        "ratio_goal_met": ratio >= READ_GOAL,
-        "waiters": len(wakes),
-        "wake_ms": {
-            "p50": round(percentile(wakes, 50), 2),
-            "p99": round(wake_p99, 2),
-            "max": round(max(wakes), 2),
-        },
-        "wake_goal_met": wake_p99 <= WAKE_GOAL_MS,
-    }
-
-
-def print_table(result: dict[str, object]) -> None:
-    reads = result["reads"]
-    assert isinstance(reads, dict)
-    rows = [[v, f"{m['rps']}", f"{m['p99_ms']:.2f}"] for v, m in reads.items()]
-    print(render_table(["endpoint", "requests/s (median)", "p99 ms (median)"], rows))
-    goal = "met" if result["ratio_goal_met"] else "NOT met"
-    print(f"\nratio ours/bare, median of rounds: {result['ratio']}x (goal >= {READ_GOAL}x: {goal})")
-    wake = result["wake_ms"]
-    assert isinstance(wake, dict)
-    goal = "met" if result["wake_goal_met"] else "NOT met"
-    print(
-        f"long-poll wake-up, {result['waiters']} waiters: p50 {wake['p50']} ms, "
-        f"p99 {wake['p99']} ms, max {wake['max']} ms (goal p99 <= {WAKE_GOAL_MS} ms: {goal})"
-    )
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -13,34 +13,22 @@ from typing import Any
 import psycopg
 import pytest
 
-from bench._common import libpq_url
-from bench.contention import (
-    BASELINE,
+from bench._common import libpq_url, percentile
+from bench.contention import ROOT, Options, main, parse_options, side_turns
+from bench.contention_report import (
     GOAL_AB,
     GOAL_LOCK,
-    LEDGER,
     OURS,
-    ROOT,
     THEIRS,
-    Budget,
-    Call,
     Figures,
-    Options,
-    Phase,
-    Round,
     Run,
-    Samples,
-    drive,
     goal_lines,
     lock_goal_met,
-    main,
-    parse_options,
-    percentile,
     rate_goal_met,
     report_json,
     report_table,
-    side_turns,
 )
+from bench.contention_round import BASELINE, LEDGER, Budget, Call, Phase, Round, Samples, drive
 from tests.databases import require_postgres
 
 # --- options -------------------------------------------------------------------------------------
