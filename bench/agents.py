@@ -49,7 +49,9 @@ from bench._common import (
     scratch_database,
     sqlalchemy_url,
 )
+from bench.agents_phases import TAIL, Timed, phases
 from bench.agents_procrastinate import ProcrastinateAgents, apply_schema, running_workers
+from bench.agents_rows import RowsMeter, rows_json, rows_lines
 from bench.http import BROKER, REDIS, api_server
 from bench.throughput_tasks import BACKEND_ENV, BROKER_ENV, NOOP_TASK, QUEUE_ENV, make_app
 from bench.throughput_tools import NOOP_TOOL
@@ -61,7 +63,6 @@ from bench.throughput_workers import (
     ledger_worker_argv,
     running_worker,
 )
-from ledger.events import job_stream
 from ledger.runtime.ledger import open_ledger
 from ledger.services import tokens
 
@@ -122,16 +123,6 @@ def closed_loop(
     return time.perf_counter() - started, latencies
 
 
-@dataclass(frozen=True)
-class Timed:
-    """One call as its agent saw it (wall-clock seconds, comparable with events' times)."""
-
-    job_id: str
-    posted: float  # the POST sent
-    answered: float  # its 202 read
-    seen: float  # the terminal envelope read
-
-
 class OursAgents:
     """Agents over HTTP: POST, then long-polls until terminal (one GET when all goes well)."""
 
@@ -174,57 +165,6 @@ class BareAgents:
         self._app.close()
 
 
-PHASES = (  # (name, from, to): what the agent saw and what the events' times say
-    ("POST sent -> decision recorded", "posted", "job.accepted"),
-    ("decision -> 202 read by the agent", "job.accepted", "answered"),
-    ("decision -> claimed by a worker", "job.accepted", "work.started"),
-    ("claimed -> outcome recorded", "work.started", "work.succeeded"),
-    ("outcome -> terminal envelope read", "work.succeeded", "seen"),
-)
-
-
-TAIL = 0.01  # the slowest share of calls whose phases are shown apart (issue 48: the tail)
-
-
-def phases(url: str, timed: Sequence[Timed], slowest: float | None = None) -> dict[str, float]:
-    """Median milliseconds of each phase of a call, from the agent's clock and the events'
-    `recorded_at` (built in the API and the worker, on this machine's clock): where a call's
-    time goes. The phases from the decision overlap (the 202 travels while the job is queued).
-    With `slowest` (a share, e.g. 0.01), only the slowest calls by the agent's clock: where
-    the tail's time goes."""
-    if slowest is not None:
-        keep = max(1, round(len(timed) * slowest))
-        timed = sorted(timed, key=lambda t: t.seen - t.posted)[-keep:]
-    moments: dict[str, dict[str, float]] = {t.job_id: {} for t in timed}
-    with open_ledger(url, pool_size=1) as ledger:
-        # Each timed job's own stream: on a grown ledger (bench.growth) every event is millions.
-        for job_id, seen in moments.items():
-            for event in ledger.store.read_stream(job_stream(job_id)):
-                seen[event.type] = event.recorded_at.timestamp()
-    for t in timed:
-        moments[t.job_id] |= {"posted": t.posted, "answered": t.answered, "seen": t.seen}
-    medians = {
-        name: 1000 * statistics.median(m[end] - m[begin] for m in moments.values())
-        for name, begin, end in PHASES
-        if all(begin in m and end in m for m in moments.values())
-    }
-    if slowest is not None:
-        medians["whole call"] = 1000 * statistics.median(t.seen - t.posted for t in timed)
-        for name, _, _ in CHAIN:  # in how many of these calls each phase was the longest
-            medians[f"longest in (calls): {name}"] = sum(
-                1 for m in moments.values() if _longest(m) == name
-            )
-    return medians
-
-
-CHAIN = tuple(p for p in PHASES if p[0] != "decision -> 202 read by the agent")  # end to end
-
-
-def _longest(moments: dict[str, float]) -> str | None:
-    spans = {n: moments[e] - moments[b] for n, b, e in CHAIN if b in moments and e in moments}
-    return max(spans, key=lambda n: spans[n]) if spans else None
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.agents", description=__doc__)
     parser.add_argument("--agents", default="1,16", help="numbers of agents, comma-separated")
@@ -246,6 +186,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         migrate(url)
         with open_ledger(url, pool_size=1) as ledger:
             token = tokens.create(ledger, "bench", "agent", None, "bench-agents").token
+        # Each side's rows are read once its processes stopped (callbacks run last-in,
+        # first-out), before its database is dropped.
+        rows = {OURS: RowsMeter(url).start()}
+        stack.callback(rows[OURS].finish)
         env = {
             "OUTCOMES_DATABASE_URL": url,
             "OUTCOMES_BROKER_URL": BROKER,
@@ -261,6 +205,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             stack.enter_context(running_worker(f"bare{k}", bare_argv, bare_env, logs))
         peer_dsn = stack.enter_context(scratch_database("outcomes_agents_peer"))
         apply_schema(peer_dsn)
+        rows[PEER] = RowsMeter(peer_dsn).start()
+        stack.callback(rows[PEER].finish)
         stack.enter_context(running_workers(peer_dsn, WORKERS, logs))
         for agents in counts:
             ours = OursAgents(base, token, agents)
@@ -271,6 +217,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 calls = {OURS: ours.call, BARE: bare.call, PEER: peer.call}
                 for name in sides:  # warm-up: connections open, workers ready
                     closed_loop(4 * agents, agents, calls[name])
+                for meter in rows.values():
+                    meter.calls += 4 * agents + options.rounds * options.calls
                 ours.timed.clear()
                 api_cpu = CpuMeter(api_pid)
                 for number in range(options.rounds):
@@ -290,7 +238,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 bare.close()
                 peer.close()
         commit_ms = durable_commit_ms(url)
-    return report(results, api_cpu_ms, options, split, commit_ms, tail)
+    return report(results, api_cpu_ms, options, split, commit_ms, tail, rows)
 
 
 def report(
@@ -300,6 +248,7 @@ def report(
     split: dict[int, dict[str, float]] | None = None,
     commit_ms: float | None = None,
     tail: dict[int, dict[str, float]] | None = None,
+    written: dict[str, RowsMeter] | None = None,
 ) -> int:
     figures = {
         agents: {
@@ -319,6 +268,7 @@ def report(
             "phases_ms": split,
             "tail_phases_ms": tail,
             "durable_commit_ms": commit_ms,
+            "rows_written": rows_json(written or {}),
         }
         print(json.dumps(document))
         return 0
@@ -387,6 +337,8 @@ def report(
         if agents in figures:
             ratio = figures[agents][OURS][figure] / figures[agents][PEER][figure]
             print(_goal(f"{agents} agent(s) {figure}", ratio, sense, goal, PEER))
+    for line in rows_lines(written or {}):
+        print(line)
     return 0
 
 

@@ -15,7 +15,7 @@ first), to study what a figure measured; drop it when done.
    - 100 jobs' three writes (median of 7, in this process, before the deployment starts),
      right after the fill and again after a CHECKPOINT (the goal judges the second: the
      fill's pages are still being written out, and every commit waits behind them);
-   - where an agent's call goes (bench.agents.phases), its median call's and slowest 1%'s;
+   - where an agent's call goes (bench.agents_phases), its median call's and slowest 1%'s;
    - one agent's closed loop (submit a no-op, long-poll its outcome): p50 and p99;
    - `GET /readyz`, a `/metrics` scrape, `GET /v1/audit/summary`, the console's jobs and
      audit pages (median ms);
@@ -65,7 +65,7 @@ import httpx
 import psycopg
 
 from bench._common import libpq_url, migrate, scratch_database, sqlalchemy_url
-from bench.agents import TAIL, Timed, phases
+from bench.agents_phases import TAIL, Timed, phases
 from bench.growth_fill import Filled, align, autovacuum_on, fill, time_three_writes, vacuum
 from bench.growth_probes import (
     Ran,

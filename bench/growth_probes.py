@@ -20,7 +20,8 @@ from pathlib import Path
 import httpx
 
 from bench._common import percentile
-from bench.agents import OursAgents, Timed, closed_loop
+from bench.agents import OursAgents, closed_loop
+from bench.agents_phases import Timed
 from bench.http import api_server
 from bench.throughput_workers import (
     Pool,
@@ -89,7 +90,7 @@ def agent_latencies(
     base: str, token: str, calls: int, timed: list[Timed] | None = None
 ) -> list[float]:
     """One agent's closed loop (submit, long-poll to the outcome, next): every call's ms;
-    `timed` receives the timed calls' moments (for `bench.agents.phases`)."""
+    `timed` receives the timed calls' moments (for `bench.agents_phases.phases`)."""
     agents = OursAgents(base, token, 1)
     try:
         closed_loop(10, 1, agents.call)  # warm-up

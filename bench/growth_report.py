@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bench._common import render_table
-from bench.agents import PHASES
+from bench.agents_phases import PHASES
 
 MB = 1024 * 1024
 

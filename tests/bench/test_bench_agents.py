@@ -14,7 +14,8 @@ import psycopg
 import pytest
 
 from bench._common import durable_commit_ms, migrate, scratch_database
-from bench.agents import BARE, OURS, PEER, Side, Timed, _goal, closed_loop, phases, report
+from bench.agents import BARE, OURS, PEER, Side, _goal, closed_loop, report
+from bench.agents_phases import Timed, phases
 from bench.agents_procrastinate import ProcrastinateAgents, apply_schema, running_workers
 from ledger.events import job_stream
 from ledger.persistence.appends import NO_STREAM
