@@ -113,7 +113,7 @@ __all__ = [
 
 # The revision this code reads and writes: a ledger at an older one is not ready (/readyz) until
 # `outcomes migrate` runs (tests/persistence/test_migrations.py holds it to Alembic's head).
-SCHEMA_REVISION = "0027"
+SCHEMA_REVISION = "0028"
 
 
 def unique_constraints() -> dict[str, tuple[str, ...]]:

@@ -47,14 +47,18 @@ job_counts_hourly = Table(
     *_key_columns(),
     Column("jobs", BigInteger, nullable=False),
 )
-# Insert-only (Postgres): each change of a jobs row, -1 for the group it leaves and +1 for the
-# one it joins; the compactor deletes what it folds. No key, no index: writers only append.
+# Insert-only (Postgres): each change of a jobs row, +jobs to its group; a change of status
+# alone is one row that also says the group it left (`from_status`, `from_code`: -jobs there,
+# migration 0028), any other change two rows. The compactor deletes what it folds. No key, no
+# index: writers only append.
 job_count_deltas = Table(
     "job_count_deltas",
     metadata,
     Column("hour", BigInteger, nullable=False),
     *_key_columns(keyed=False),
     Column("jobs", Integer, nullable=False),
+    Column("from_status", StatusText, nullable=True),
+    Column("from_code", String(64), nullable=True),
 )
 # The reconciler's findings (its events of the finding types) by type and cause, and the time
 # of the newest: kept by a trigger on `events`, as the job counts are.

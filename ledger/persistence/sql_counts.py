@@ -11,7 +11,7 @@ costs the groups of the range plus the jobs created in at most two hours.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -78,7 +78,12 @@ class Scope:
 def _kept(table: Table, scope: Scope, hours: tuple[int | None, int | None] | None) -> Select[Any]:
     """A counts table's rows of the scope, within `hours` [first, last) where given."""
     query = select(*(table.c[c] for c in _COUNT_COLUMNS), table.c.jobs.label("jobs"))
-    query = query.where(*_equal(table, scope))
+    return _within(query.where(*_equal(table, scope)), table, hours)
+
+
+def _within(
+    query: Select[Any], table: Table, hours: tuple[int | None, int | None] | None
+) -> Select[Any]:
     if hours is not None:
         first, last = hours
         if first is not None:
@@ -86,6 +91,21 @@ def _kept(table: Table, scope: Scope, hours: tuple[int | None, int | None] | Non
         if last is not None:
             query = query.where(table.c.hour < last)
     return query
+
+
+def _deltas(scope: Scope, hours: tuple[int | None, int | None] | None) -> list[Select[Any]]:
+    """The pending deltas of the scope: each row's +jobs to its group, and a change of status's
+    -jobs to the group it left (`from_status`, `from_code`: same hour, account and tool)."""
+    left = select(
+        *(job_count_deltas.c[c] for c in _COUNT_COLUMNS[:3]),
+        job_count_deltas.c.from_status.label("status"),
+        job_count_deltas.c.from_code.label("code"),
+        (-job_count_deltas.c.jobs).label("jobs"),
+    ).where(job_count_deltas.c.from_status.is_not(None))
+    left = left.where(*_equal(job_count_deltas, replace(scope, statuses=None)))
+    if scope.statuses is not None:
+        left = left.where(job_count_deltas.c.from_status.in_(scope.statuses))
+    return [_kept(job_count_deltas, scope, hours), _within(left, job_count_deltas, hours)]
 
 
 def _equal(table: Table, scope: Scope) -> list[Any]:
@@ -116,7 +136,7 @@ def _counted(scope: Scope, start: datetime | None, end: datetime | None) -> Sele
 def _parts(scope: Scope) -> list[Select[Any]]:
     """The statements whose rows, summed by group, are the scope's counts."""
     if scope.since is None and scope.until is None:
-        return [_kept(job_counts, scope, None), _kept(job_count_deltas, scope, None)]
+        return [_kept(job_counts, scope, None), *_deltas(scope, None)]
     since = utc(scope.since) if scope.since is not None else None
     until = utc(scope.until) if scope.until is not None else None
     first = -(-(since - _EPOCH) // _HOUR) if since is not None else None  # the first whole hour
@@ -124,7 +144,7 @@ def _parts(scope: Scope) -> list[Select[Any]]:
     if first is not None and last is not None and first >= last:
         return [_counted(scope, since, until)]  # no whole hour: under two hours of jobs
     hours = (first, last)
-    parts = [_kept(job_counts_hourly, scope, hours), _kept(job_count_deltas, scope, hours)]
+    parts = [_kept(job_counts_hourly, scope, hours), *_deltas(scope, hours)]
     if since is not None and first is not None and hour_start(first) > since:
         parts.append(_counted(scope, since, hour_start(first)))
     if until is not None and last is not None and hour_start(last) < until:

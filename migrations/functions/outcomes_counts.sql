@@ -1,4 +1,4 @@
--- The kept counts on Postgres (migration 0017; ledger/persistence/sql_counts.py reads them).
+-- The kept counts on Postgres (migrations 0017, 0028; ledger/persistence/sql_counts.py reads them).
 -- This file is the functions as the newest migration creates them, whole; that migration runs
 -- its own copy (migrations/versions/NNNN_outcomes_counts.sql), and
 -- tests/persistence/test_kept_counts_sql.py checks that the newest copy is this file.
@@ -12,9 +12,12 @@
 -- not yet folded in one statement, which is exact at that statement's snapshot: a fold deletes
 -- the deltas it adds to the totals in one transaction, so a snapshot sees each delta once.
 --
--- outcomes_count_job: a jobs row inserted (+1 to its group), updated to another group (-1, +1),
--- or deleted (-1). Its triggers skip the rows a rebuild rewrites (`outcomes.recounting` on for
--- its transaction): the rebuild counts the new rows whole (`outcomes_recount()`).
+-- outcomes_count_job: a jobs row inserted (+1 to its group), updated to another group, or
+-- deleted (-1). A change of status (and code) alone, the common case, is one row (migration
+-- 0028): +1 to its new group and -1 to `from_status`/`from_code`, the group it left, which is
+-- the same hour, account, tool and acceptance; any other change is two rows, -1 and +1. Its
+-- triggers skip the rows a rebuild rewrites (`outcomes.recounting` on for its transaction):
+-- the rebuild counts the new rows whole (`outcomes_recount()`).
 CREATE OR REPLACE FUNCTION outcomes_count_job() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
@@ -22,6 +25,16 @@ BEGIN
         INSERT INTO job_count_deltas (hour, account, tool, accepted, status, code, jobs)
         VALUES (floor(extract(epoch FROM NEW.created_at) / 3600)::bigint, NEW.account,
                 NEW.tool, NEW.accepted, NEW.status, coalesce(NEW.code, ''), 1);
+    ELSIF TG_OP = 'UPDATE'
+          AND floor(extract(epoch FROM OLD.created_at) / 3600)
+              = floor(extract(epoch FROM NEW.created_at) / 3600)
+          AND OLD.account = NEW.account AND OLD.tool = NEW.tool
+          AND OLD.accepted = NEW.accepted THEN
+        INSERT INTO job_count_deltas (hour, account, tool, accepted, status, code, from_status,
+                                      from_code, jobs)
+        VALUES (floor(extract(epoch FROM NEW.created_at) / 3600)::bigint, NEW.account,
+                NEW.tool, NEW.accepted, NEW.status, coalesce(NEW.code, ''), OLD.status,
+                coalesce(OLD.code, ''), 1);
     ELSIF TG_OP = 'UPDATE' THEN
         INSERT INTO job_count_deltas (hour, account, tool, accepted, status, code, jobs)
         VALUES (floor(extract(epoch FROM OLD.created_at) / 3600)::bigint, OLD.account,
@@ -53,7 +66,9 @@ END $$;
 -- outcomes_compact_counts: fold the deltas committed so far into the totals; how many delta
 -- rows it folded, or -1 when another fold holds the lock (it is doing the same work). Any
 -- process may run it at any time: the DELETE takes exactly the deltas its snapshot sees, and a
--- delta committed meanwhile stays for the next fold, so nothing is counted twice or lost.
+-- delta committed meanwhile stays for the next fold, so nothing is counted twice or lost. A
+-- change of status is folded as its two sides (`moved`): +jobs to its group, -jobs to the one
+-- it left.
 CREATE OR REPLACE FUNCTION outcomes_compact_counts() RETURNS integer
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -65,10 +80,15 @@ BEGIN
     END IF;
     WITH taken AS (
         DELETE FROM job_count_deltas
-        RETURNING hour, account, tool, accepted, status, code, jobs
+        RETURNING hour, account, tool, accepted, status, code, from_status, from_code, jobs
+    ), moved AS (
+        SELECT hour, account, tool, accepted, status, code, jobs FROM taken
+        UNION ALL
+        SELECT hour, account, tool, accepted, from_status, from_code, -jobs FROM taken
+         WHERE from_status IS NOT NULL
     ), by_hour AS (
         SELECT hour, account, tool, accepted, status, code, sum(jobs) AS jobs
-          FROM taken GROUP BY hour, account, tool, accepted, status, code
+          FROM moved GROUP BY hour, account, tool, accepted, status, code
     ), hourly AS (
         INSERT INTO job_counts_hourly AS c (hour, account, tool, accepted, status, code, jobs)
         SELECT hour, account, tool, accepted, status, code, jobs FROM by_hour WHERE jobs <> 0

@@ -16,12 +16,13 @@ from ledger.persistence import migrate
 from ledger.persistence.engine import make_engine
 from ledger.persistence.schema import NOT_FOLDED, jobs
 from ledger.persistence.sql_store import SqlStore
+from ledger.queries import JobCount
 from ledger.runtime.ledger import Ledger
 from ledger.services import archive, audit
 from ledger.uuid7 import uuid7
 from tests.databases import APP_ROLE, as_role, create_database, drop_database, pg_url, unique_name
 from tests.factories import accepted, open_sql, succeeded
-from tests.kept_counts import assert_kept_counts_exact
+from tests.kept_counts import assert_kept_counts_exact, full_job_counts, sorted_counts
 from tests.plugins.archiving import ended_jobs, open_job, soon
 
 pytestmark = pytest.mark.postgres
@@ -137,6 +138,21 @@ def test_the_application_role_writes_reads_and_makes_partitions_but_cannot_drop_
         app.engine.dispose()
 
 
+def _kept_before_0028(engine: Engine) -> list[JobCount]:
+    """The kept counts as a ledger before 0028 holds them (no change of status in one delta
+    row: the readers of today's code name columns it has not)."""
+    query = text(
+        "SELECT accepted, status, code, tool, sum(jobs) FROM (SELECT accepted, status, code,"
+        " tool, jobs FROM job_counts UNION ALL SELECT accepted, status, code, tool, jobs"
+        " FROM job_count_deltas) c GROUP BY 1, 2, 3, 4 HAVING sum(jobs) <> 0"
+    )
+    with engine.connect() as conn:
+        found = [
+            JobCount(bool(a), s, c or None, t, int(n)) for a, s, c, t, n in conn.execute(query)
+        ]
+    return sorted_counts(found)
+
+
 def _rows(engine: Engine) -> list[tuple[object, ...]]:
     with engine.connect() as conn:
         # The folded columns: a ledger at 0019 has no `first_position` (0025) yet.
@@ -184,7 +200,7 @@ def test_the_migration_moves_a_ledgers_jobs_v4_and_v7_intact(
         after = _rows(engine)
         migrate.downgrade(engine, "0019")
         assert _rows(engine) == after
-        assert_kept_counts_exact(store)
+        assert _kept_before_0028(engine) == full_job_counts(store)
     finally:
         engine.dispose()
         drop_database(name)

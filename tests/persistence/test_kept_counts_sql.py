@@ -1,16 +1,19 @@
 """The kept counts' SQL side: migration 0017 counts an existing ledger, runs the counting
 functions whole from its own copy, the code names that revision as the one it needs (`/readyz`
-holds a ledger behind it not ready), and the sequencer's leader folds the deltas."""
+holds a ledger behind it not ready), the sequencer's leader folds the deltas, and a change of
+status is one delta row (0028), read and folded as its two sides."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine, func, select, text
 
+from ledger.clock import now
 from ledger.codes import Code, OutcomeMissingCause
 from ledger.error_info import ErrorInfo
 from ledger.errors import SchemaMissingError
@@ -26,7 +29,7 @@ from ledger.runtime.sequencer import SequencerLoop
 from tests.concurrent_writers import wait_until
 from tests.databases import create_database, drop_database, pg_url, require_postgres, unique_name
 from tests.factories import accepted, failed, fresh_job_stream, new, rebuild, started, succeeded
-from tests.kept_counts import assert_kept_counts_exact, full_summary
+from tests.kept_counts import assert_kept_counts_exact, full_job_counts, full_summary
 from tests.store_helpers import head_revision
 
 CURRENT = SCRIPT_LOCATION / "functions" / "outcomes_counts.sql"
@@ -128,3 +131,53 @@ def test_the_application_role_folds_and_rebuilds(pg_app_url: str) -> None:
         assert_kept_counts_exact(store)
     finally:
         store.close()
+
+
+def _job_moving(store: SqlStore) -> None:
+    """A job accepted, claimed and failed, and one accepted and claimed: three changes of
+    status, each its own transaction (as a claim and an outcome are)."""
+    for steps in ([[accepted()], [started()], [failed()]], [[accepted()], [started()]]):
+        stream = fresh_job_stream()
+        for version, events in enumerate(steps):
+            store.append(stream, events, version if version else NO_STREAM)
+
+
+@pytest.mark.postgres
+def test_a_change_of_status_is_one_delta_row_read_as_both_sides(pg_database: str) -> None:
+    store = SqlStore(make_engine(pg_database))
+    try:
+        _job_moving(store)
+        assert _pending(store) == 2 + 3  # two inserts, three changes of status: a row each
+        assert_kept_counts_exact(store)  # the readers take each change as -1 and +1
+        since, until = now() - timedelta(hours=3), now() + timedelta(hours=2)
+        with store.reading() as reads:  # by whole hours: the pending rows' hour among them
+            kept = reads.summarize_jobs(None, since=since, until=until)
+            assert reads.count_statuses(None, since=since, until=until) == kept.by_status
+        assert kept == full_summary(store, since=since, until=until)
+        assert store.compact_counts() == 5
+        assert _pending(store) == 0
+        assert_kept_counts_exact(store)
+    finally:
+        store.close()
+
+
+@pytest.mark.postgres
+def test_a_downgrade_keeps_the_pending_changes_counted() -> None:
+    require_postgres()
+    name = unique_name("outcomes_counts_down")
+    create_database(name)
+    engine = make_engine(pg_url(name))
+    try:
+        migrate.upgrade(engine)
+        store = SqlStore(engine)
+        _job_moving(store)
+        expected = full_job_counts(store)
+        migrate.downgrade(engine, "0027")  # the old functions read no `from_status`
+        with engine.begin() as conn:
+            assert int(conn.execute(text("SELECT outcomes_compact_counts()")).scalar_one()) == 8
+            rows = conn.execute(text("SELECT accepted, status, code, tool, jobs FROM job_counts"))
+            kept = sorted((bool(a), s, c or None, t, int(n)) for a, s, c, t, n in rows if n)
+        assert kept == sorted((c.accepted, c.status, c.code, c.tool, c.jobs) for c in expected)
+    finally:
+        engine.dispose()
+        drop_database(name)
