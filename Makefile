@@ -27,13 +27,14 @@ run: $(STAMP)
 	$(BIN)/outcomes serve --port $(PORT)
 
 # Most tests wait on services and processes, not on the CPU: three at a time, a file to each
-# (its fixtures stay together); those that stop a shared service run alone after.
+# (its fixtures stay together); those that stop a shared service run alone after. Each run
+# names its 25 slowest tests, so what makes the suite long is in every CI log.
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -m "not soak and not serial" -n 3 --dist loadfile
-	$(BIN)/python -m pytest -m "serial and not soak"
+	$(BIN)/python -m pytest -m "not soak and not serial" -n 3 --dist loadfile --durations=25
+	$(BIN)/python -m pytest -m "serial and not soak" --durations=10
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
