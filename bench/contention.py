@@ -59,12 +59,11 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from bench._common import exit_cleanly_on_sigterm
 from bench.contention_report import OURS, THEIRS, Run, report_json, report_table
-from bench.contention_round import Round, run_round
+from bench.contention_round import Options, Round, run_round
 
 HARNESS = Path(__file__).resolve()
 ROOT = HARNESS.parents[1]
@@ -84,18 +83,6 @@ for part in {HARNESS_PARTS!r}:
     spec.loader.exec_module(module)
 runpy.run_path(harness, run_name="__main__")
 """
-
-
-@dataclass(frozen=True)
-class Options:
-    threads: int
-    seconds: float
-    rounds: int
-    database_url: str | None
-    vs: Path | None
-    as_json: bool
-    worker: bool = False
-    turn: int = 0
 
 
 def parse_options(argv: Sequence[str] | None) -> Options:

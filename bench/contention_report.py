@@ -8,7 +8,7 @@ import statistics
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from bench._common import render_table
 from bench.contention_round import (
@@ -17,12 +17,10 @@ from bench.contention_round import (
     SAMPLE_INTERVAL_S,
     VARIANTS,
     WARMUP_CALLS,
+    Options,
     Phase,
     Round,
 )
-
-if TYPE_CHECKING:
-    from bench.contention import Options
 
 GOAL_AB = 1.5  # appends/s, ours / theirs (main): at least
 GOAL_LOCK = 0.05  # advisory-lock waits per job, ours / theirs (main): at most

@@ -26,6 +26,22 @@ from bench.append import job_accepted
 from ledger.chain import normalize_data
 from ledger.events import NewEvent, job_id_of, job_stream
 
+
+@dataclass(frozen=True)
+class Options:
+    """A run's options (bench.contention's command line): here, below the report, which
+    holds them, and the entry, which parses them."""
+
+    threads: int
+    seconds: float
+    rounds: int
+    database_url: str | None
+    vs: Path | None
+    as_json: bool
+    worker: bool = False
+    turn: int = 0
+
+
 WARMUP_CALLS = 20  # per thread and variant, before the timed phases
 SAMPLE_INTERVAL_S = 0.005
 LEDGER, BASELINE = "ledger", "raw psycopg"

@@ -14,7 +14,7 @@ import psycopg
 import pytest
 
 from bench._common import libpq_url, percentile
-from bench.contention import ROOT, Options, main, parse_options, side_turns
+from bench.contention import ROOT, main, parse_options, side_turns
 from bench.contention_report import (
     GOAL_AB,
     GOAL_LOCK,
@@ -28,7 +28,17 @@ from bench.contention_report import (
     report_json,
     report_table,
 )
-from bench.contention_round import BASELINE, LEDGER, Budget, Call, Phase, Round, Samples, drive
+from bench.contention_round import (
+    BASELINE,
+    LEDGER,
+    Budget,
+    Call,
+    Options,
+    Phase,
+    Round,
+    Samples,
+    drive,
+)
 from tests.databases import require_postgres
 
 # --- options -------------------------------------------------------------------------------------
