@@ -21,10 +21,16 @@ class Timed:
     seen: float  # the terminal envelope read
 
 
+CONFIRMED = "dispatch.confirmed"  # the outbox's `confirmed_at` for the job's message
+
 PHASES = (  # (name, from, to): what the agent saw and what the events' times say
     ("POST sent -> decision recorded", "posted", "job.accepted"),
     ("decision -> 202 read by the agent", "job.accepted", "answered"),
     ("decision -> claimed by a worker", "job.accepted", "work.started"),
+    # ... split at the broker's confirmation of the job's message (the outbox's record of it):
+    # the outbox's hand-off and publish, then the broker's delivery and the worker's claim.
+    ("  decision -> message confirmed by the broker", "job.accepted", CONFIRMED),
+    ("  confirmed -> claimed by a worker", CONFIRMED, "work.started"),
     ("claimed -> outcome recorded", "work.started", "work.succeeded"),
     ("outcome -> terminal envelope read", "work.succeeded", "seen"),
 )
@@ -34,11 +40,12 @@ TAIL = 0.01  # the slowest share of calls whose phases are shown apart (issue 48
 
 
 def phases(url: str, timed: Sequence[Timed], slowest: float | None = None) -> dict[str, float]:
-    """Median milliseconds of each phase of a call, from the agent's clock and the events'
-    `recorded_at` (built in the API and the worker, on this machine's clock): where a call's
-    time goes. The phases from the decision overlap (the 202 travels while the job is queued).
-    With `slowest` (a share, e.g. 0.01), only the slowest calls by the agent's clock: where
-    the tail's time goes."""
+    """Median milliseconds of each phase of a call, from the agent's clock, the events'
+    `recorded_at` (built in the API and the worker, on this machine's clock) and the outbox's
+    record of when the broker confirmed the job's message: where a call's time goes. The
+    phases from the decision overlap (the 202 travels while the job is queued). With
+    `slowest` (a share, e.g. 0.01), only the slowest calls by the agent's clock: where the
+    tail's time goes."""
     if slowest is not None:
         keep = max(1, round(len(timed) * slowest))
         timed = sorted(timed, key=lambda t: t.seen - t.posted)[-keep:]
@@ -48,6 +55,10 @@ def phases(url: str, timed: Sequence[Timed], slowest: float | None = None) -> di
         for job_id, seen in moments.items():
             for event in ledger.store.read_stream(job_stream(job_id)):
                 seen[event.type] = event.recorded_at.timestamp()
+            with ledger.store.reading() as reads:  # none where its record was pruned
+                dispatch = reads.dispatch_state(job_id)
+            if dispatch is not None:
+                seen[CONFIRMED] = dispatch.confirmed_at.timestamp()
     for t in timed:
         moments[t.job_id] |= {"posted": t.posted, "answered": t.answered, "seen": t.seen}
     medians = {
@@ -64,7 +75,8 @@ def phases(url: str, timed: Sequence[Timed], slowest: float | None = None) -> di
     return medians
 
 
-CHAIN = tuple(p for p in PHASES if p[0] != "decision -> 202 read by the agent")  # end to end
+# End to end, one after another (the 202's way and the claim's split overlap the others).
+CHAIN = tuple(p for p in PHASES if not p[0].startswith(("decision -> 202", "  ")))
 
 
 def _longest(moments: dict[str, float]) -> str | None:

@@ -33,9 +33,14 @@ def _ran(key: str) -> Callable[[dict[str, Any]], str]:
 
 
 def _phase(name: str) -> Callable[[dict[str, Any]], str]:
-    """A phase of the agent's timed calls (bench.agents.PHASES): the median call's, the
-    slowest 1%'s."""
-    return lambda f: f"{f['agent_phases_ms'][name]:.1f} / {f['agent_tail_phases_ms'][name]:.1f}"
+    """A phase of the agent's timed calls (bench.agents_phases.PHASES): the median call's, the
+    slowest 1%'s ("-" where a call had no moment for it, e.g. its dispatch record pruned)."""
+
+    def shown(f: dict[str, Any]) -> str:
+        found = [f[k].get(name) for k in ("agent_phases_ms", "agent_tail_phases_ms")]
+        return " / ".join("-" if v is None else f"{v:.1f}" for v in found)
+
+    return shown
 
 
 ROWS: list[tuple[str, Callable[[dict[str, Any]], str]]] = [

@@ -8,6 +8,7 @@ import json
 import threading
 import time
 import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 
 import psycopg
@@ -19,6 +20,7 @@ from bench.agents_phases import Timed, phases
 from bench.agents_procrastinate import ProcrastinateAgents, apply_schema, running_workers
 from ledger.events import job_stream
 from ledger.persistence.appends import NO_STREAM
+from ledger.queueing import Confirmation
 from ledger.runtime.ledger import open_ledger
 from tests.factories import accepted, started, succeeded
 
@@ -80,7 +82,7 @@ def test_the_phases_of_a_call_come_from_the_agents_clock_and_the_events(tmp_path
                 with ledger.store.transaction() as tx:
                     tx.append(job_stream(job_id), [event], version)
             timed.append(Timed(job_id, posted, answered, time.time()))
-    split = phases(url, timed)
+    split = phases(url, timed)  # no dispatch recorded: the claim's way is not split
     assert len(split) == 5 and all(value >= 0 for value in split.values())
     # Consecutive phases add up to the whole call, as the agent timed it.
     whole = [1000 * (t.seen - t.posted) for t in timed]
@@ -132,3 +134,27 @@ def test_a_procrastinate_agent_waits_for_its_job_to_succeed(
         with psycopg.connect(dsn) as conn:
             rows = conn.execute("SELECT status, count(*) FROM procrastinate_jobs GROUP BY 1")
             assert dict(rows.fetchall()) == {"succeeded": 6}
+
+
+def test_the_claims_way_splits_at_the_brokers_confirmation(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    migrate(url)
+    job_id = str(uuid.uuid4())
+    posted = time.time()
+    with open_ledger(url) as ledger:
+        with ledger.store.transaction() as tx:
+            tx.append(job_stream(job_id), [accepted()], NO_STREAM)
+        confirmed = datetime.now(UTC)  # the broker confirmed its message, then a worker claimed
+        with ledger.store.transaction() as tx:
+            tx.record_dispatches([Confirmation(job_id, 1, None, confirmed)])
+        for version, event in enumerate((started(), succeeded()), start=1):
+            with ledger.store.transaction() as tx:
+                tx.append(job_stream(job_id), [event], version)
+    split = phases(url, [Timed(job_id, posted, time.time(), time.time())])
+    outbox = split["  decision -> message confirmed by the broker"]
+    delivery = split["  confirmed -> claimed by a worker"]
+    assert outbox >= 0 and delivery >= 0
+    assert outbox + delivery == pytest.approx(split["decision -> claimed by a worker"], abs=1e-3)
+    slowest = phases(url, [Timed(job_id, posted, time.time(), time.time())], slowest=1.0)
+    # The split overlaps the whole claim: never counted as a longest phase of its own.
+    assert not any("confirmed" in name for name in slowest if name.startswith("longest"))
