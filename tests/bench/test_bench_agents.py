@@ -16,7 +16,7 @@ import pytest
 
 from bench._common import durable_commit_ms, migrate, scratch_database
 from bench.agents import BARE, OURS, PEER, Side, _goal, closed_loop, report
-from bench.agents_phases import Timed, phases
+from bench.agents_phases import WITH_CONFIRMATION, Timed, phases
 from bench.agents_procrastinate import ProcrastinateAgents, apply_schema, running_workers
 from ledger.events import job_stream
 from ledger.persistence.appends import NO_STREAM
@@ -83,6 +83,7 @@ def test_the_phases_of_a_call_come_from_the_agents_clock_and_the_events(tmp_path
                     tx.append(job_stream(job_id), [event], version)
             timed.append(Timed(job_id, posted, answered, time.time()))
     split = phases(url, timed)  # no dispatch recorded: the claim's way is not split
+    assert split.pop(WITH_CONFIRMATION) == 0
     assert len(split) == 5 and all(value >= 0 for value in split.values())
     # Consecutive phases add up to the whole call, as the agent timed it.
     whole = [1000 * (t.seen - t.posted) for t in timed]
@@ -150,9 +151,14 @@ def test_the_claims_way_splits_at_the_brokers_confirmation(tmp_path: Path) -> No
         for version, event in enumerate((started(), succeeded()), start=1):
             with ledger.store.transaction() as tx:
                 tx.append(job_stream(job_id), [event], version)
-    split = phases(url, [Timed(job_id, posted, time.time(), time.time())])
-    outbox = split["  decision -> message confirmed by the broker"]
-    delivery = split["  confirmed -> claimed by a worker"]
+    untimed = str(uuid.uuid4())  # a call whose message's confirmation was never recorded
+    with open_ledger(url) as ledger, ledger.store.transaction() as tx:
+        tx.append(job_stream(untimed), [accepted()], NO_STREAM)
+    calls = [Timed(job_id, posted, time.time(), time.time()), Timed(untimed, posted, 0, 0)]
+    split = phases(url, calls)
+    assert split[WITH_CONFIRMATION] == 1  # the split is the recorded call's alone
+    outbox = split["  decision -> broker's confirm seen by the outbox"]
+    delivery = split["  confirm seen -> claimed (< 0: claimed first)"]
     assert outbox >= 0 and delivery >= 0
     assert outbox + delivery == pytest.approx(split["decision -> claimed by a worker"], abs=1e-3)
     slowest = phases(url, [Timed(job_id, posted, time.time(), time.time())], slowest=1.0)
