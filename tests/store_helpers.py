@@ -38,3 +38,12 @@ def head_revision() -> str | None:
     config = Config(str(SCRIPT_LOCATION / "alembic.ini"))
     config.set_main_option("script_location", str(SCRIPT_LOCATION))
     return ScriptDirectory.from_config(config).get_current_head()
+
+
+def settled_head(store: Store) -> int:
+    """The last ledger position once everything committed so far is sequenced. A head read
+    without the tick can move later for events committed before it (the backlog gauge and the
+    reconciler tick in the background), so "nothing recorded between two reads" compares
+    settled heads."""
+    store.sequence()
+    return store.last_position()

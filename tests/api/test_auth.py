@@ -15,6 +15,7 @@ from ledger.runtime.ledger import Ledger
 from ledger.services.tokens import create as create_token
 from ledger.services.tokens import revoke as revoke_token
 from tests.plugins.api import Tokens, bearer
+from tests.store_helpers import settled_head
 from tests.tools import ECHO
 
 AUDITOR_ONLY = ("/v1/audit/events", "/v1/audit/summary", "/v1/brakes")
@@ -93,13 +94,11 @@ def test_a_submit_reads_no_token_yet_the_next_one_after_a_revocation_is_401(
     assert [s for s in statements if "token_hash" in s], statements
     assert not [s for s in by_submit if "token_hash" in s], by_submit
     revoke_token(Ledger(store), tokens.acme_id, actor="another process")
-    with store.reading() as reads:
-        before = reads.last_position()
+    before = settled_head(store)
     assert_401(client.post("/v1/jobs", json=body, headers=bearer(tokens.acme)))
     assert_401(client.post("/v1/jobs", json={"tool": ECHO}, headers=bearer(tokens.acme)))
     assert_401(client.post("/v1/jobs", content=b"{", headers=bearer(tokens.acme)))
-    with store.reading() as reads:
-        assert reads.last_position() == before  # no decision, no refusal recorded
+    assert settled_head(store) == before  # no decision, no refusal recorded
 
 
 def test_an_agent_token_for_every_account_is_401_everywhere(

@@ -13,6 +13,7 @@ from ledger import identifiers
 from ledger.persistence.sql_store import SqlStore
 from tests.factories import ERROR_KEYS
 from tests.plugins.api import Tokens, bearer
+from tests.store_helpers import settled_head
 from tests.tools import ECHO
 
 UNSAFE = ["\u202e", "\u2066", "\u061c", "\u200b", "\ufeff", "\x85"]
@@ -28,7 +29,7 @@ def assert_unrecorded_422(response: Any, store: SqlStore, before: int, char: str
     assert f"U+{ord(char):04X}" in problem["detail"]
     assert problem["error"]["message"] == problem["detail"]
     assert char not in response.text  # named, never echoed
-    assert store.last_position() == before  # nothing recorded
+    assert settled_head(store) == before  # nothing recorded
     detail: str = problem["detail"]
     return detail
 
@@ -37,7 +38,7 @@ def assert_unrecorded_422(response: Any, store: SqlStore, before: int, char: str
 def test_an_idempotency_key_with_such_a_character_is_422_unrecorded(
     client: TestClient, tokens: Tokens, store: SqlStore, char: str
 ) -> None:
-    before = store.last_position()
+    before = settled_head(store)
     body = {"tool": ECHO, "args": {"text": "x"}, "idempotency_key": f"plan{char}T-1"}
     response = client.post("/v1/jobs", json=body, headers=bearer(tokens.acme))
     detail = assert_unrecorded_422(response, store, before, char)
@@ -51,7 +52,7 @@ def test_an_idempotency_key_with_such_a_character_is_422_unrecorded(
 def test_a_tool_name_with_such_a_character_is_422_unrecorded(
     client: TestClient, tokens: Tokens, store: SqlStore, char: str
 ) -> None:
-    before = store.last_position()
+    before = settled_head(store)
     body = {"tool": ECHO + char, "args": {"text": "x"}}
     response = client.post("/v1/jobs", json=body, headers=bearer(tokens.acme))
     detail = assert_unrecorded_422(response, store, before, char)

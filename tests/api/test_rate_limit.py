@@ -18,6 +18,7 @@ from ledger.runtime.ledger import Ledger
 from ledger.services.tokens import revoke as revoke_token
 from tests.factories import ERROR_KEYS
 from tests.plugins.api import RecordingDispatcher, Tokens, bearer
+from tests.store_helpers import settled_head
 from tests.tools import ECHO
 
 # A refill too slow to matter within the test: only the burst admits.
@@ -46,7 +47,7 @@ def test_the_rate_is_one_bucket_across_api_processes_and_a_limited_submit_writes
     client.app.state.api.ledger.limits = LIMITS  # type: ignore[attr-defined]
     answers = [_submit(c, tokens.acme) for c in (client, second_client, client)]
     assert [a.status_code for a in answers] == [202, 202, 202]
-    before = store.last_position()
+    before = settled_head(store)
 
     for refused in (_submit(second_client, tokens.acme), _submit(client, tokens.acme)):
         assert refused.status_code == 429, refused.text
@@ -59,7 +60,7 @@ def test_the_rate_is_one_bucket_across_api_processes_and_a_limited_submit_writes
         assert problem["error"]["cause"] == "rate_limit"
         assert problem["error"]["retry_after_s"] >= 1
 
-    assert store.last_position() == before  # not a refusal, not an event: nothing
+    assert settled_head(store) == before  # not a refusal, not an event: nothing
     # Another account's bucket is its own.
     assert _submit(second_client, tokens.globex).status_code == 202
 

@@ -15,6 +15,7 @@ from ledger.runtime.ledger import Ledger
 from ledger.services.brakes import pull
 from tests.factories import ERROR_KEYS, get_job
 from tests.plugins.api import RecordingDispatcher, Tokens, bearer, published
+from tests.store_helpers import settled_head
 from tests.tools import ECHO, METERED, OFF, QUOTA
 
 
@@ -229,12 +230,12 @@ def test_a_start_deadline_is_recorded_capped_and_told_while_the_job_waits(
 def test_a_start_deadline_out_of_range_is_refused_unrecorded(
     client: TestClient, tokens: Tokens, store: SqlStore, value: object
 ) -> None:
-    before = store.last_position()
+    before = settled_head(store)
     response = submit(
         client, tokens.acme, {"tool": ECHO, "args": {"text": "a"}, "start_within_s": value}
     )
     assert response.status_code == 422, response.text
-    assert response.json()["job_id"] is None and store.last_position() == before
+    assert response.json()["job_id"] is None and settled_head(store) == before
 
 
 def test_a_backlog_that_would_not_start_it_in_time_is_a_recorded_429(

@@ -14,6 +14,7 @@ from ledger.persistence.sql_store import SqlStore
 from ledger.runtime.ledger import Ledger
 from ledger.services.execute import Executor
 from tests.plugins.api import Tokens, bearer
+from tests.store_helpers import settled_head
 from tests.tools import APPROVED_CHARGE, ECHO, FAILING_CHARGE, METERED, QUOTA
 
 CHARGE = "itest.charge"
@@ -133,7 +134,7 @@ def test_headers_are_checked(client: TestClient, tokens: Tokens) -> None:
 def test_a_dry_run_records_nothing_and_counts_no_quota(
     client: TestClient, tokens: Tokens, store: SqlStore
 ) -> None:
-    before = store.last_position()
+    before = settled_head(store)
 
     def dry(tool: str, args: dict[str, Any], token: str | None = None) -> dict[str, Any]:
         body = {"tool": tool, "args": args, "dry_run": True}
@@ -150,7 +151,7 @@ def test_a_dry_run_records_nothing_and_counts_no_quota(
     assert (missing["would"], missing["error"]["code"]) == ("refused", "INPUT_MISSING")
     for _ in range(QUOTA + 2):  # a dry run counts no quota
         assert dry(METERED, {"text": "x"})["would"] == "accepted"
-    assert store.last_position() == before  # nothing recorded
+    assert settled_head(store) == before  # nothing recorded
     for _ in range(QUOTA):
         assert (
             client.post(

@@ -11,6 +11,7 @@ from api.app import create_app
 from ledger.persistence.sql_store import SqlStore
 from ledger.runtime.ledger import Ledger
 from tests.plugins.api import Tokens, bearer
+from tests.store_helpers import settled_head
 
 PUBLIC_URL = "https://93.184.215.14/outcomes"  # an address: registration resolves nothing
 
@@ -100,7 +101,7 @@ REFUSED = [
 def test_a_url_the_ssrf_rule_refuses_is_a_typed_422_and_records_nothing(
     client: TestClient, tokens: Tokens, store: SqlStore
 ) -> None:
-    before = store.last_position()
+    before = settled_head(store)
     for url in REFUSED:
         response = client.post("/v1/webhooks", json={"url": url}, headers=bearer(tokens.acme))
         assert response.status_code == 422, (url, response.text)
@@ -109,7 +110,7 @@ def test_a_url_the_ssrf_rule_refuses_is_a_typed_422_and_records_nothing(
         assert body["error"]["code"] == "INPUT_INVALID"
         assert body["detail"].startswith("The webhook URL is refused"), body["detail"]
         assert "OUTCOMES_WEBHOOK_ALLOW_HOSTS" in body["error"]["fix"]
-    assert store.last_position() == before
+    assert settled_head(store) == before
 
 
 def test_the_webhook_routes_are_documented(client: TestClient) -> None:
@@ -126,7 +127,7 @@ def test_without_a_secrets_key_registration_is_refused_and_records_nothing(
     store: SqlStore, tokens: Tokens
 ) -> None:
     keyless = create_app(Ledger(store, keyring=None), None)
-    before = store.last_position()
+    before = settled_head(store)
     with TestClient(keyless) as client:
         response = client.post(
             "/v1/webhooks", json={"url": PUBLIC_URL}, headers=bearer(tokens.acme)
@@ -134,7 +135,7 @@ def test_without_a_secrets_key_registration_is_refused_and_records_nothing(
     assert response.status_code == 503, response.text
     error = response.json()["error"]
     assert error["code"] == "CAPABILITY_UNAVAILABLE" and "OUTCOMES_SECRETS_KEY" in error["message"]
-    assert store.last_position() == before
+    assert settled_head(store) == before
 
 
 def test_an_account_has_at_most_its_webhooks_and_removing_one_makes_room(

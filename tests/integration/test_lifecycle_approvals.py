@@ -28,6 +28,7 @@ from tests.plugins.deployments import (
     wait_terminal,
 )
 from tests.services.test_reconcile import POLICY, later
+from tests.store_helpers import settled_head
 from tests.tools import APPROVED_CHARGE, APPROVED_METERED
 
 BOTH = deployments("embedded/sqlite", "rabbitmq/postgres")
@@ -96,10 +97,10 @@ def test_refused_never_parked_who_decides_and_a_dry_run(deployment: Deployment) 
     """Over quota: refused, never parked; the submitting token and a second decision are
     refused and change nothing; a dry run records nothing and counts no quota."""
     store, ledger = deployment.store, Ledger(deployment.store)
-    before = store.last_position()
+    before = settled_head(store)
     dry = preflight(ledger, AGENT, JobRequest(APPROVED_METERED, {"amount": 1}))
     assert (dry.would, dry.error) == ("awaiting_approval", None)
-    assert store.last_position() == before  # nothing recorded
+    assert settled_head(store) == before  # nothing recorded
 
     parked = deployment.submit(APPROVED_METERED, {"amount": 1})
     assert parked.status is Status.AWAITING_APPROVAL  # counted in the quota of one

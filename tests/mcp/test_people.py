@@ -17,6 +17,7 @@ from ledger.services.execute import Executor
 from mcp_server.tasks import EXTENSION
 from tests.mcp.test_tasks import NAME_OF, VERSION, rpc
 from tests.plugins.api import Tokens
+from tests.store_helpers import settled_head
 from tests.tools import APPROVED_CHARGE, ECHO, FAILING_CHARGE, LOOKUP
 
 APPROVER = Approver("acme", "approver", "tok-approver")
@@ -109,7 +110,7 @@ def test_a_turn_named_in_meta_and_told_by_outcome_turn(
 
 
 def test_preflight_records_nothing(client: TestClient, tokens: Tokens, store: SqlStore) -> None:
-    before = store.last_position()
+    before = settled_head(store)
     arguments = {"tool": APPROVED_CHARGE, "args": {"amount": 3}}
     answer = call(client, tokens.acme, "outcome_preflight", arguments, tasks=False)
     assert answer["isError"] is False
@@ -118,7 +119,7 @@ def test_preflight_records_nothing(client: TestClient, tokens: Tokens, store: Sq
     refused = call(client, tokens.acme, "outcome_preflight", arguments, tasks=False)
     assert refused["structuredContent"]["would"] == "refused"
     assert refused["structuredContent"]["error"]["code"] == "INPUT_MISSING"
-    assert store.last_position() == before
+    assert settled_head(store) == before
 
 
 def test_annotations_come_from_the_tools(client: TestClient, tokens: Tokens) -> None:

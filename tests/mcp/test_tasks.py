@@ -16,6 +16,7 @@ from ledger.persistence.sql_store import SqlStore
 from mcp_server.tasks import EXTENSION
 from tests.factories import get_job, started, succeeded
 from tests.plugins.api import Tokens
+from tests.store_helpers import settled_head
 from tests.tools import ECHO
 
 VERSION = "2026-07-28"
@@ -131,10 +132,10 @@ def test_an_update_is_acknowledged_and_changes_nothing(
     client: TestClient, tokens: Tokens, store: SqlStore
 ) -> None:
     task_id = call_echo(client, tokens.acme)["taskId"]
-    before = store.last_position()
+    before = settled_head(store)
     params = {"taskId": task_id, "inputResponses": {"never-asked": {"action": "accept"}}}
     ack = rpc(client, tokens.acme, "tasks/update", params)["result"]
-    assert ack["resultType"] == "complete" and store.last_position() == before
+    assert ack["resultType"] == "complete" and settled_head(store) == before
 
 
 def test_an_auditor_reads_a_task_and_cancels_none(
