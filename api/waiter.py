@@ -69,6 +69,7 @@ class JobWaiter:
         self._watches: dict[str, set[Watch]] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._stopping = False
         # Test and bench hook: called with the job id when a request starts to wait.
         self.on_wait: Callable[[str], None] | None = None
 
@@ -84,6 +85,7 @@ class JobWaiter:
         self._let_go_of_bell()  # of a loop that is gone
         self._loop = loop
         self._rung = asyncio.Event()
+        self._stopping = False
         if self._listener is None:
             self._bell = jobs.changes_bell(self._ledger)
             if self._bell is not None:
@@ -95,6 +97,10 @@ class JobWaiter:
                 await asyncio.wait_for(self._listener.connected.wait(), LISTEN_READY_S)
 
     async def stop(self) -> None:
+        # The flag ends the poller even if a cancel is lost: on Python 3.11, `wait_for` can
+        # swallow one that lands as its wait ends (seen: a test's shutdown hung for good).
+        self._stopping = True
+        self._rung.set()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -152,7 +158,7 @@ class JobWaiter:
         self._rung.clear()
 
     async def _poll_forever(self) -> None:
-        while True:
+        while not self._stopping:
             await self._tick()
             if not self._watches:
                 continue
