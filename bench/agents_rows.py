@@ -35,23 +35,17 @@ WHERE datname = current_database() AND pid <> pg_backend_pid()"""
 CLOSE_WAIT_S = 10.0  # for the side's processes' connections to end (each reports at exit)
 
 
-def written(dsn: str) -> Counter[str]:
-    """Rows written so far in this database, by table."""
+def written(dsn: str, *, once_closed: bool = False) -> Counter[str]:
+    """Rows written so far in this database, by table; with `once_closed`, read once no other
+    connection is open (or after CLOSE_WAIT_S: a figure a little short rather than none)."""
     with psycopg.connect(libpq_url(dsn), autocommit=True) as conn:
-        return Counter({str(name): int(n) for name, n in conn.execute(WRITTEN)})
-
-
-def written_once_closed(dsn: str) -> Counter[str]:
-    """Rows written, read once no other connection is open (or after CLOSE_WAIT_S: a figure a
-    little short rather than none)."""
-    deadline = time.monotonic() + CLOSE_WAIT_S
-    with psycopg.connect(libpq_url(dsn), autocommit=True) as conn:
-        while time.monotonic() < deadline:
+        deadline = time.monotonic() + CLOSE_WAIT_S
+        while once_closed and time.monotonic() < deadline:
             row = conn.execute(OTHERS).fetchone()
             if row is None or row[0] == 0:
                 break
             time.sleep(0.1)
-    return written(dsn)
+        return Counter({str(name): int(n) for name, n in conn.execute(WRITTEN)})
 
 
 @dataclass
@@ -71,10 +65,9 @@ class RowsMeter:
         """Read once the side's processes stopped: rows a call by table, largest first."""
         if self.calls == 0:
             return
-        after = written_once_closed(self.dsn)
+        after = written(self.dsn, once_closed=True)
         after.subtract(self.before)
-        rows = {name: n / self.calls for name, n in after.most_common() if n > 0}
-        self.by_table = rows
+        self.by_table = {name: n / self.calls for name, n in after.most_common() if n > 0}
 
     @property
     def per_call(self) -> float | None:

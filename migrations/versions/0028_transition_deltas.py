@@ -55,8 +55,9 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     if op.get_bind().dialect.name == "postgresql":
-        # The old functions cannot read a row with `from_status`: fold every delta first (a
-        # fold under way elsewhere is waited for: its lock is taken here before folding).
+        # The old functions cannot read a row with `from_status`: each such row becomes its
+        # two sides, as before 0028 (a fold under way elsewhere is waited for: its lock is
+        # taken here first, and a fold that starts meanwhile finds it taken).
         op.execute("SELECT pg_advisory_xact_lock(8031453480703915123)")
         op.execute(
             "WITH taken AS (DELETE FROM job_count_deltas WHERE from_status IS NOT NULL"
